@@ -1,0 +1,161 @@
+"""Crash-safe storage of one run: step-numbered checkpoints and the plain-JSON evaluation history.
+
+Layout of ``<runs_dir>/<algo>_seed-<seed>/``::
+
+    checkpoint-000000300000.pt   full training state (torch.load(weights_only=True) loads it)
+    eval_history.json            config, W&B run id and evaluation history, for people and plots
+    owner.json                   the single-writer lock (see ``runlock``)
+
+A checkpoint is first written and verified in a local staging directory, then copied into the run
+directory under a temporary name, fsynced and renamed to its step-numbered name. Older checkpoints
+are deleted only after the new one is in place, keeping the newest ``keep``. Nothing is ever
+overwritten in place, so a kill at any moment (or a Google Drive mount that uploads late or does
+not rename atomically) leaves at least the previous good checkpoint. On resume the newest
+checkpoint that loads wins; broken ones are reported and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rlhelpers.errors import RLHelpersError
+
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
+HISTORY_FILE = "eval_history.json"
+
+
+def checkpoint_name(step: int) -> str:
+    """File name of the checkpoint taken at environment step ``step``."""
+    return f"checkpoint-{step:012d}.pt"
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_durably(path: Path, write: Any) -> None:
+    """Write through ``write(file)`` to ``path``.tmp, fsync, then rename onto ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def load_checkpoint_file(path: Path) -> dict[str, Any]:
+    """Load one checkpoint with ``weights_only=True``; raise ``RLHelpersError`` if it is truncated or corrupt."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises EOFError, RuntimeError, UnpicklingError, ... on damage
+        raise RLHelpersError(f"checkpoint {path} does not load ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(state, dict) or "num_timesteps" not in state:
+        raise RLHelpersError(f"checkpoint {path} does not hold a training state")
+    return state
+
+
+class RunDirectory:
+    """Reads and writes the files of one run directory."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    @property
+    def history_path(self) -> Path:
+        return self.path / HISTORY_FILE
+
+    def create(self) -> None:
+        """Create the directory, or explain why it cannot be created."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RLHelpersError(f"cannot create run directory {self.path}: {exc.strerror}; "
+                                 "choose a writable --runs-dir") from exc
+
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """(step, path) of every step-numbered checkpoint present, newest first."""
+        if not self.path.is_dir():
+            return []
+        found = []
+        for entry in self.path.iterdir():
+            match = CHECKPOINT_PATTERN.match(entry.name)
+            if match:
+                found.append((int(match.group(1)), entry))
+        return sorted(found, reverse=True)
+
+    def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> Path:
+        """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then prune to the newest ``keep``."""
+        target = self.path / checkpoint_name(step)
+        try:
+            with tempfile.TemporaryDirectory(prefix="rlhelpers-") as staging:
+                local = Path(staging) / target.name
+                torch.save(state, local)
+                load_checkpoint_file(local)
+                with open(local, "rb") as src:
+                    _write_durably(target, lambda dst: shutil.copyfileobj(src, dst, 1 << 20))
+        except OSError as exc:
+            raise RLHelpersError(f"cannot write checkpoint {target}: {exc.strerror or exc}; "
+                                 "free disk space or choose a writable --runs-dir "
+                                 "(the previous checkpoint is intact)") from exc
+        for _, old in self.checkpoints()[keep:]:
+            old.unlink(missing_ok=True)
+        return target
+
+    def load_latest_checkpoint(self) -> dict[str, Any] | None:
+        """The newest checkpoint that loads, or None if there is none at all.
+
+        Broken checkpoints are skipped with a warning; if checkpoints exist but none loads, raise.
+        """
+        candidates = self.checkpoints()
+        problems = []
+        for _, path in candidates:
+            try:
+                state = load_checkpoint_file(path)
+            except RLHelpersError as exc:
+                problems.append(str(exc))
+                warnings.warn(f"{exc}; falling back to an older checkpoint", stacklevel=2)
+                continue
+            return state
+        if candidates:
+            raise RLHelpersError(f"no checkpoint in {self.path} loads ({'; '.join(problems)}); "
+                                 "restore one from a backup or delete the run directory to start over")
+        return None
+
+    def read_history(self) -> dict[str, Any] | None:
+        """Contents of eval_history.json, or None if the run has none yet."""
+        if not self.history_path.exists():
+            return None
+        try:
+            return json.loads(self.history_path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise RLHelpersError(f"{self.history_path} is unreadable ({exc}); "
+                                 "restore it or delete the run directory to start over") from exc
+
+    def write_history(self, record: dict[str, Any]) -> None:
+        """Atomically replace eval_history.json with ``record``."""
+        text = json.dumps(record, indent=1).encode()
+        try:
+            _write_durably(self.history_path, lambda f: f.write(text))
+        except OSError as exc:
+            raise RLHelpersError(f"cannot write {self.history_path}: {exc.strerror or exc}; "
+                                 "free disk space or choose a writable --runs-dir") from exc

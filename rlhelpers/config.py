@@ -1,0 +1,136 @@
+"""Run configuration: one dataclass whose fields are the CLI options and the notebook parameters.
+
+Per-algorithm defaults (MISSION.md) fill the fields left as ``None``; ``validate`` turns bad input
+into one clear ``RLHelpersError``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlhelpers.errors import RLHelpersError
+
+ALGOS = ("a2c", "task1", "task2")
+
+ALGO_DEFAULTS: dict[str, dict[str, float]] = {
+    "a2c": {"lr": 7e-4, "pg_coef": 1.0, "vf_coef": 0.25, "ent_coef": 0.01},
+    "task1": {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001},
+    "task2": {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001},
+}
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines one run (algo, seed) and how it is trained, evaluated and saved."""
+
+    algo: str = field(default="a2c", metadata={"help": "algorithm: a2c, task1 or task2"})
+    seed: int = field(default=0, metadata={"help": "random seed of the run (the report uses 0 and 100)"})
+    env_id: str = field(
+        default="PongNoFrameskip-v4",
+        metadata={"help": "gymnasium id: an ALE Atari game (e.g. PongNoFrameskip-v4) or CartPole-v1"},
+    )
+    total_timesteps: int = field(
+        default=20_000_000, metadata={"help": "training budget in environment steps, summed over all envs"}
+    )
+    n_envs: int = field(default=16, metadata={"help": "parallel training environments"})
+    n_steps: int = field(default=5, metadata={"help": "rollout length per environment (n of the n-step return)"})
+    gamma: float = field(default=0.99, metadata={"help": "discount factor"})
+    lr: float | None = field(default=None, metadata={"help": "learning rate (default: the algorithm's)"})
+    pg_coef: float | None = field(default=None, metadata={"help": "actor loss weight (default: the algorithm's)"})
+    vf_coef: float | None = field(default=None, metadata={"help": "critic loss weight (default: the algorithm's)"})
+    ent_coef: float | None = field(default=None, metadata={"help": "entropy bonus weight (default: the algorithm's)"})
+    max_grad_norm: float = field(default=0.5, metadata={"help": "global gradient-norm clip"})
+    rms_alpha: float = field(default=0.99, metadata={"help": "RMSprop smoothing constant"})
+    rms_eps: float = field(default=1e-5, metadata={"help": "RMSprop epsilon (inside the square root)"})
+    hidden_size: int = field(default=64, metadata={"help": "MLP width for vector observations (CartPole)"})
+    eval_interval: int = field(default=300_000, metadata={"help": "environment steps between evaluations"})
+    n_eval_episodes: int = field(default=30, metadata={"help": "complete episodes per evaluation"})
+    n_eval_envs: int = field(default=16, metadata={"help": "parallel evaluation environments"})
+    stop_return: float = field(
+        default=18.0, metadata={"help": "stop once the mean evaluation return exceeds this"}
+    )
+    checkpoint_interval_s: float = field(
+        default=300.0, metadata={"help": "wall-clock seconds between checkpoints (besides each evaluation)"}
+    )
+    keep_checkpoints: int = field(default=3, metadata={"help": "how many step-numbered checkpoints to keep"})
+    device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda"})
+    runs_dir: str = field(default="runs", metadata={"help": "directory holding one sub-directory per run"})
+    wandb_project: str = field(default="pong-actor-critic", metadata={"help": "W&B project"})
+    wandb_entity: str | None = field(default=None, metadata={"help": "W&B entity (user or team)"})
+    wandb_mode: str | None = field(
+        default=None, metadata={"help": "online, offline or disabled (default: online with an API key, else offline)"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.algo in ALGO_DEFAULTS:
+            for name, value in ALGO_DEFAULTS[self.algo].items():
+                if getattr(self, name) is None:
+                    setattr(self, name, value)
+
+    @property
+    def run_name(self) -> str:
+        """Run name used for the directory and the W&B run: ``<algo>_seed-<seed>``."""
+        return f"{self.algo}_seed-{self.seed}"
+
+    @property
+    def batch_size(self) -> int:
+        """Environment steps per update: n_steps * n_envs."""
+        return self.n_steps * self.n_envs
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON view of the config."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        """Rebuild a config from ``to_dict`` output, ignoring keys this version does not know."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
+# Fields that define what a run *is*: a saved run whose value differs cannot be resumed with the new one.
+# total_timesteps, eval/checkpoint cadence, device, paths and W&B settings may change between sessions.
+IDENTITY_FIELDS = (
+    "algo", "seed", "env_id", "n_envs", "n_steps", "gamma", "lr", "pg_coef", "vf_coef", "ent_coef",
+    "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size",
+)
+
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+def validate(config: TrainConfig) -> TrainConfig:
+    """Raise ``RLHelpersError`` naming the first bad value; return the config unchanged otherwise."""
+    if config.algo not in ALGOS:
+        raise RLHelpersError(f"unknown algo {config.algo!r}: choose one of {', '.join(ALGOS)}")
+    positive_ints = ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes",
+                     "n_eval_envs", "hidden_size", "keep_checkpoints")
+    for name in positive_ints:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise RLHelpersError(f"{name} must be a positive integer, got {value!r}")
+    for name in ("lr", "max_grad_norm", "rms_eps", "checkpoint_interval_s"):
+        if not getattr(config, name) > 0:
+            raise RLHelpersError(f"{name} must be positive, got {getattr(config, name)!r}")
+    if not 0.0 <= config.gamma <= 1.0:
+        raise RLHelpersError(f"gamma must lie in [0, 1], got {config.gamma!r}")
+    if not 0.0 < config.rms_alpha < 1.0:
+        raise RLHelpersError(f"rms_alpha must lie in (0, 1), got {config.rms_alpha!r}")
+    for name in ("pg_coef", "vf_coef", "ent_coef"):
+        if getattr(config, name) < 0:
+            raise RLHelpersError(f"{name} must be non-negative, got {getattr(config, name)!r}")
+    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
+        raise RLHelpersError(f"seed must be a non-negative integer, got {config.seed!r}")
+    if config.wandb_mode is not None and config.wandb_mode not in WANDB_MODES:
+        raise RLHelpersError(f"unknown wandb_mode {config.wandb_mode!r}: choose one of {', '.join(WANDB_MODES)}")
+    if config.device != "auto" and not config.device.startswith(("cpu", "cuda", "mps")):
+        raise RLHelpersError(f"unknown device {config.device!r}: use auto, cpu or cuda")
+    return config
+
+
+def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[str]:
+    """Identity fields on which a saved run's config and the requested one disagree, as ``name: a != b``."""
+    wanted = requested.to_dict()
+    return [f"{name}: saved {saved.get(name)!r} != requested {wanted[name]!r}"
+            for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]

@@ -1,0 +1,95 @@
+"""Vector environment factory: ALE's C++ vector env for Atari ids, gymnasium's for classic control.
+
+Both use SAME_STEP autoreset: the step that ends an episode returns the first observation of the
+next one and puts the true last observation in ``info["final_obs"]``. Every stored transition is
+therefore a real one (no dummy reset steps); the trainer cuts returns at ``done`` and bootstraps
+truncations from ``final_observations``. Rewards are the true game scores (no clipping here);
+``RecordEpisodeStatistics`` reports per-episode returns and lengths in ``info["episode"]``.
+"""
+
+from __future__ import annotations
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+
+from rlhelpers.errors import RLHelpersError
+
+gym.register_envs(ale_py)
+
+
+def atari_game(env_id: str) -> str | None:
+    """ALE ROM name of an Atari env id (``PongNoFrameskip-v4`` -> ``pong``), or None for other ids."""
+    spec = env_spec(env_id)
+    if spec.entry_point == "ale_py.env:AtariEnv":
+        return spec.kwargs["game"]
+    return None
+
+
+def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """The registered spec of ``env_id``, or a clear error naming the id."""
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error as exc:
+        raise RLHelpersError(
+            f"unknown env id {env_id!r}: use an ALE Atari id such as PongNoFrameskip-v4, or CartPole-v1"
+        ) from exc
+
+
+def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0) -> VectorEnv:
+    """Build ``n_envs`` copies of ``env_id`` as one SAME_STEP-autoreset vector env with episode statistics.
+
+    Atari ids get the preprocessing of MISSION.md inside ``AtariVectorEnv``: up to 30 no-op starts,
+    frame skip 4 with max-pooling, 84x84 grey, 4-frame stack, no life-loss episodes, no sticky
+    actions, no fire reset, unclipped rewards. ``num_threads=0`` lets ALE use min(n_envs, cores).
+    Seed it through ``reset(seed=s)`` (sub-envs get s, s+1, ...).
+    """
+    game = atari_game(env_id)
+    if game is not None:
+        env = ale_py.vector_env.AtariVectorEnv(
+            game,
+            n_envs,
+            num_threads=num_threads,
+            max_num_frames_per_episode=env_spec(env_id).kwargs.get("max_num_frames_per_episode", 108_000),
+            repeat_action_probability=0.0,
+            noop_max=30,
+            frameskip=4,
+            maxpool=True,
+            img_height=84,
+            img_width=84,
+            grayscale=True,
+            stack_num=4,
+            episodic_life=False,
+            use_fire_reset=False,
+            reward_clipping=False,
+            autoreset_mode=AutoresetMode.SAME_STEP,
+        )
+    else:
+        env = gym.make_vec(
+            env_id, n_envs, vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        )
+    if not isinstance(env.single_action_space, gym.spaces.Discrete):
+        env.close()
+        raise RLHelpersError(f"{env_id} has a {env.single_action_space} action space; only discrete actions are supported")
+    return gym.wrappers.vector.RecordEpisodeStatistics(env)
+
+
+def final_observations(info: dict, done_envs: np.ndarray) -> np.ndarray:
+    """Last observations of the episodes that ended this step, stacked in the order of ``done_envs``.
+
+    ALE gives a dense ``final_obs`` array; gymnasium's sync vector env gives an object array.
+    """
+    final = info["final_obs"]
+    if final.dtype == object:
+        return np.stack([final[i] for i in done_envs])
+    return final[done_envs]
+
+
+def finished_episodes(info: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (true game scores) and lengths of the episodes that ended this step."""
+    if "episode" not in info:
+        return np.empty(0), np.empty(0, dtype=np.int64)
+    mask = info["_episode"]
+    return info["episode"]["r"][mask].astype(np.float64), info["episode"]["l"][mask].astype(np.int64)

@@ -1,0 +1,91 @@
+"""The three actor-critic losses of MISSION.md, each next to its formula.
+
+Shapes: ``logits`` (N, |A|); ``critic`` (N, 1) holding V(s) for a2c or (N, |A|) holding Q(s, .) for
+task1/task2; ``actions`` (N,) int64; ``returns`` (N,) n-step returns R_t. Every MSE is the plain
+mean of squared errors, without a factor 1/2. Each function returns the total loss and a dict of
+detached scalar tensors for logging (converted to floats by the caller, once per log).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+Stats = dict[str, torch.Tensor]
+LossFn = Callable[..., tuple[torch.Tensor, Stats]]
+
+
+def state_value(logits: torch.Tensor, critic: torch.Tensor) -> torch.Tensor:
+    """V(s) for bootstrapping: the critic itself when it has one output, else V~(s) = sum_a pi(a|s) Q(s,a)."""
+    if critic.shape[-1] == 1:
+        return critic.squeeze(-1)
+    probs = torch.softmax(logits, dim=-1)
+    return (probs * critic).sum(-1)
+
+
+def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """1 - Var[target - predicted] / Var[target] (1 is perfect, 0 is no better than a constant)."""
+    return 1.0 - (target - predicted).var() / target.var().clamp_min(1e-8)
+
+
+def _stats(actor_loss: torch.Tensor, critic_loss: torch.Tensor, entropy: torch.Tensor,
+           predicted: torch.Tensor, returns: torch.Tensor) -> Stats:
+    return {
+        "actor_loss": actor_loss.detach(),
+        "critic_loss": critic_loss.detach(),
+        "entropy": entropy.detach(),
+        "explained_variance": explained_variance(predicted.detach(), returns),
+    }
+
+
+def a2c_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
+             pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[torch.Tensor, Stats]:
+    """loss = -pg_coef * mean(A_t log pi(a_t|s_t)) + vf_coef * MSE(V(s_t), R_t) - ent_coef * mean(H),
+    with A_t = R_t - V(s_t) treated as a constant."""
+    log_probs = torch.log_softmax(logits, dim=-1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    values = critic.squeeze(-1)
+    advantages = (returns - values).detach()
+    log_prob_actions = log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)
+    actor_loss = -(advantages * log_prob_actions).mean()
+    critic_loss = F.mse_loss(values, returns)
+    loss = pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy
+    return loss, _stats(actor_loss, critic_loss, entropy, values, returns)
+
+
+def task1_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
+               pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[torch.Tensor, Stats]:
+    """All-action actor-critic:
+    loss = -pg_coef * mean_s sum_a pi(a|s) Q(s,a).detach() + vf_coef * MSE(Q(s_t,a_t), R_t) - ent_coef * mean(H).
+    The executed actions enter only the critic loss."""
+    log_probs = torch.log_softmax(logits, dim=-1)
+    probs = log_probs.exp()
+    entropy = -(probs * log_probs).sum(-1).mean()
+    q_values = critic
+    q_sa = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
+    actor_loss = -(probs * q_values.detach()).sum(-1).mean()
+    critic_loss = F.mse_loss(q_sa, returns)
+    loss = pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy
+    return loss, _stats(actor_loss, critic_loss, entropy, q_sa, returns)
+
+
+def task2_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
+               pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[torch.Tensor, Stats]:
+    """task1 with the baseline V~(s) = sum_a pi(a|s) Q(s,a):
+    actor loss = -mean_s sum_a pi(a|s) (Q(s,a) - V~(s)).detach(); critic and entropy terms as task1.
+    Since sum_a grad pi(a|s) = 0, its actor gradient equals task1's in exact arithmetic."""
+    log_probs = torch.log_softmax(logits, dim=-1)
+    probs = log_probs.exp()
+    entropy = -(probs * log_probs).sum(-1).mean()
+    q_values = critic
+    q_sa = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
+    v_tilde = (probs * q_values).sum(-1, keepdim=True)
+    actor_loss = -(probs * (q_values - v_tilde).detach()).sum(-1).mean()
+    critic_loss = F.mse_loss(q_sa, returns)
+    loss = pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy
+    return loss, _stats(actor_loss, critic_loss, entropy, q_sa, returns)
+
+
+LOSSES: dict[str, LossFn] = {"a2c": a2c_loss, "task1": task1_loss, "task2": task2_loss}

@@ -1,0 +1,80 @@
+"""Actor-critic networks: a shared encoder with a policy head and a critic head.
+
+The critic head has one output, V(s), for ``a2c`` and |A| outputs, Q(s, .), for ``task1``/``task2``.
+Initialisation is orthogonal (as in OpenAI Baselines): gain sqrt(2) in the encoder, 0.01 on the
+policy head (near-uniform initial policy), 1 on the critic head; biases are zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def layer_init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
+    """Orthogonal weights with ``gain`` and zero bias."""
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class NatureEncoder(nn.Module):
+    """Nature-DQN encoder: uint8 frames (N, 4, 84, 84) / 255 -> 512 features."""
+
+    out_features = 512
+
+    def __init__(self, in_channels: int = 4) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            layer_init(nn.Conv2d(in_channels, 32, 8, stride=4)), nn.ReLU(),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)), nn.ReLU(),
+            nn.Flatten(),
+            layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU(),
+        )
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs.float() / 255.0)
+
+
+class MLPEncoder(nn.Module):
+    """Two tanh layers for vector observations (classic control)."""
+
+    def __init__(self, obs_dim: int, hidden_size: int = 64) -> None:
+        super().__init__()
+        self.out_features = hidden_size
+        self.net = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, hidden_size)), nn.Tanh(),
+            layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        )
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs.float())
+
+
+class ActorCritic(nn.Module):
+    """Shared encoder, policy head (logits over A) and critic head (V: 1 output, Q: |A| outputs)."""
+
+    def __init__(self, encoder: nn.Module, n_actions: int, critic_outputs: int) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.policy_head = layer_init(nn.Linear(encoder.out_features, n_actions), gain=0.01)
+        self.critic_head = layer_init(nn.Linear(encoder.out_features, critic_outputs), gain=1.0)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Policy logits (N, |A|) and critic output (N, 1) for V or (N, |A|) for Q."""
+        features = self.encoder(obs)
+        return self.policy_head(features), self.critic_head(features)
+
+
+def build_model(obs_shape: tuple[int, ...], n_actions: int, algo: str, hidden_size: int = 64) -> ActorCritic:
+    """Nature encoder for image stacks (C, 84, 84), MLP for flat vectors; V critic for a2c, Q otherwise."""
+    if len(obs_shape) == 3:
+        encoder: nn.Module = NatureEncoder(obs_shape[0])
+    elif len(obs_shape) == 1:
+        encoder = MLPEncoder(obs_shape[0], hidden_size)
+    else:
+        raise ValueError(f"unsupported observation shape {obs_shape}")
+    return ActorCritic(encoder, n_actions, critic_outputs=1 if algo == "a2c" else n_actions)

@@ -1,0 +1,74 @@
+"""Weights & Biases logging for one run, against the environment step.
+
+Metrics are logged with ``global_step`` as their x axis (``define_metric``), never through
+``wandb.log(step=...)``: after a resume from an older checkpoint the environment step goes back a
+little, which W&B's own step counter would silently drop, while a ``global_step`` value is kept.
+"""
+
+from __future__ import annotations
+
+import netrc
+import os
+import secrets
+import string
+import sys
+from typing import Any
+
+import wandb
+
+from rlhelpers.config import TrainConfig
+
+
+def has_wandb_key() -> bool:
+    """True if an API key is available (``WANDB_API_KEY`` or a ``wandb login`` entry in ~/.netrc)."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def resolve_wandb_mode(mode: str | None) -> str:
+    """The requested mode, or ``online`` when a key is available and ``offline`` otherwise."""
+    if mode is not None:
+        return mode
+    return "online" if has_wandb_key() else "offline"
+
+
+def new_run_id() -> str:
+    """A fresh W&B run id, stored with the run so every resume continues the same W&B run."""
+    return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+
+
+class Tracker:
+    """A W&B run named ``<algo>_seed-<seed>`` that is resumed under its stored id."""
+
+    def __init__(self, config: TrainConfig, run_id: str) -> None:
+        mode = resolve_wandb_mode(config.wandb_mode)
+        if mode == "offline" and config.wandb_mode is None:
+            print("W&B: no API key found, logging offline; upload later with `wandb sync <wandb dir>`",
+                  file=sys.stderr)
+        self.run = wandb.init(
+            project=config.wandb_project,
+            entity=config.wandb_entity,
+            name=config.run_name,
+            id=run_id,
+            resume="allow",
+            config=config.to_dict(),
+            mode=mode,
+        )
+        self.run.define_metric("global_step")
+        self.run.define_metric("*", step_metric="global_step")
+
+    @property
+    def url(self) -> str | None:
+        """Web address of the run (None offline or disabled)."""
+        return getattr(self.run, "url", None) or None
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        """Log ``metrics`` at environment step ``step``."""
+        self.run.log({**metrics, "global_step": step})
+
+    def finish(self) -> None:
+        self.run.finish()
