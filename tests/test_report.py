@@ -1,0 +1,227 @@
+"""report.ipynb end to end: papermill on tiny budgets (W&B offline), the report-only mode over
+prepared runs, nbconvert to HTML, resume after a killed run, and a bad parameter."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.image
+import nbformat
+import pytest
+
+from rlhelpers import report
+from rlhelpers.errors import RLHelpersError
+from rlhelpers.plotting import expected_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "report.ipynb"
+CARTPOLE = ["-p", "env_id", "CartPole-v1", "-p", "n_envs", "4", "-p", "n_eval_episodes", "4",
+            "-p", "eval_interval", "500", "-p", "stop_return", "1000", "-p", "wandb_mode", "offline"]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE", "MPLBACKEND")}
+    env["WANDB_DIR"] = str(tmp_path)
+    # One torch thread: on a busy 2-core machine, spinning intra-op threads make a batch-1 forward pass ~10x slower.
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _papermill_args(out: Path, params: list[str]) -> list[str]:
+    return [sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), *params]
+
+
+def _papermill(tmp_path: Path, out_name: str,
+               params: list[str]) -> tuple[subprocess.CompletedProcess, nbformat.NotebookNode]:
+    """Run papermill in ``tmp_path`` (so runs/ and figures/ land there); return the process and the output notebook."""
+    out = tmp_path / out_name
+    proc = subprocess.run(_papermill_args(out, params), cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=300)
+    return proc, nbformat.read(out, as_version=4)
+
+
+def _outputs(nb: nbformat.NotebookNode) -> list[dict]:
+    return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])]
+
+
+def _errors(nb: nbformat.NotebookNode) -> list[str]:
+    return [f"{o['ename']}: {o['evalue']}" for o in _outputs(nb) if o["output_type"] == "error"]
+
+
+def _text(nb: nbformat.NotebookNode) -> str:
+    """All stream text and Markdown/plain display data of the executed cells."""
+    parts = []
+    for o in _outputs(nb):
+        if o["output_type"] == "stream":
+            parts.append(o["text"])
+        elif o["output_type"] in ("display_data", "execute_result"):
+            parts.append(o["data"].get("text/markdown") or o["data"].get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def _results_table(nb: nbformat.NotebookNode) -> str:
+    tables = [o["data"]["text/markdown"] for o in _outputs(nb)
+              if o["output_type"] == "display_data" and o["data"].get("text/markdown", "").startswith("| run |")]
+    assert len(tables) == 1, "the notebook shows exactly one results table"
+    return tables[0]
+
+
+def _assert_report_ok(proc: subprocess.CompletedProcess, nb: nbformat.NotebookNode, tmp_path: Path,
+                      runs: list[str]) -> None:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _errors(nb) == []
+    png = tmp_path / "figures" / "comparison.png"
+    assert png.read_bytes().startswith(PNG_SIGNATURE)
+    height, width = matplotlib.image.imread(png).shape[:2]
+    assert height > 100 and width > 100
+    assert any("image/png" in o.get("data", {}) for o in _outputs(nb)), "the plot is shown inline"
+    table = _results_table(nb)
+    for run in runs:
+        assert f"| {run} |" in table
+
+
+def _history(tmp_path: Path, run: str) -> dict:
+    return json.loads((tmp_path / "runs" / run / "eval_history.json").read_text())
+
+
+def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
+    """A papermill run killed mid-training (as by a Colab disconnect) continues when the same command is rerun."""
+    params = ["-p", "algo", "a2c", "-p", "seed", "0", "-p", "total_timesteps", "2000", *CARTPOLE]
+    run_dir = tmp_path / "runs" / "a2c_seed-0"
+    first = subprocess.Popen(_papermill_args(tmp_path / "first.ipynb", params), cwd=tmp_path, env=_env(tmp_path),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run_dir / "checkpoint-000000000500.pt").exists() and first.poll() is None:
+            assert time.monotonic() < deadline, "the first run never reached its step-500 checkpoint"
+            time.sleep(0.1)
+        owner = run_dir / "owner.json"
+        if first.poll() is None and owner.exists():  # kill the kernel that trains, as a disconnect would
+            os.kill(json.loads(owner.read_text())["pid"], signal.SIGKILL)
+        first.wait(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    before = _history(tmp_path, "a2c_seed-0")
+    assert before["history"] and before["history"][-1]["step"] >= 500
+
+    proc, nb = _papermill(tmp_path, "second.ipynb", params)
+    _assert_report_ok(proc, nb, tmp_path, ["a2c_seed-0"])
+    assert f"Resuming a2c_seed-0 from step {before['history'][-1]['step']:,}" in _text(nb)
+    after = _history(tmp_path, "a2c_seed-0")
+    assert [point["step"] for point in after["history"]] == [0, 500, 1000, 1500, 2000]
+    assert after["history"][: len(before["history"])] == before["history"]
+    assert after["wandb_run_id"] == before["wandb_run_id"]
+    assert f"W&B run {before['wandb_run_id']}" in _text(nb)
+    assert (tmp_path / "second.ipynb").stat().st_size < 300_000, "progress bars and logs stay small"
+
+
+def test_short_pong_run(tmp_path: Path) -> None:
+    proc, nb = _papermill(tmp_path, "pong.ipynb", [
+        "-p", "algo", "task2", "-p", "seed", "0", "-p", "total_timesteps", "40", "-p", "n_envs", "2",
+        "-p", "eval_interval", "1000000", "-p", "n_eval_episodes", "1", "-p", "wandb_mode", "offline"])
+    _assert_report_ok(proc, nb, tmp_path, ["task2_seed-0"])
+    history = _history(tmp_path, "task2_seed-0")
+    assert history["config"]["env_id"] == "PongNoFrameskip-v4"
+    assert [point["step"] for point in history["history"]] == [0, 40]
+    assert all(-21 <= r <= 21 for point in history["history"] for r in point["returns"])
+
+
+def _prepared_record(run: str, steps: list[int], means: list[float]) -> dict:
+    algo, seed = run.split("_seed-")
+    config = {"algo": algo, "seed": int(seed), "env_id": "PongNoFrameskip-v4", "total_timesteps": steps[-1],
+              "wandb_project": "pong-actor-critic", "wandb_entity": "example-team"}
+    history = [{"step": s, "returns": [m - 1.0, m, m + 1.0], "lengths": [800, 800, 800]}
+               for s, m in zip(steps, means, strict=True)]
+    return {"run_name": run, "wandb_run_id": f"id{algo}{seed}", "config": config, "history": history}
+
+
+@pytest.fixture
+def prepared_runs(tmp_path: Path) -> list[str]:
+    """Five of the six report runs (task2_seed-100 missing); a2c_seed-0 exceeds 18 at step 600,000."""
+    runs = [name for name in expected_runs() if name != "task2_seed-100"]
+    for run in runs:
+        means = [-20.0, 5.0, 19.0] if run == "a2c_seed-0" else [-20.0, -19.0, -15.0]
+        path = tmp_path / "runs" / run / "eval_history.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(_prepared_record(run, [0, 300_000, 600_000], means)))
+    return runs
+
+
+def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -> None:
+    proc, nb = _papermill(tmp_path, "out.ipynb", ["-p", "algo", "none", "-p", "wandb_mode", "offline"])
+    _assert_report_ok(proc, nb, tmp_path, prepared_runs)
+    table = _results_table(nb)
+    assert "| a2c_seed-0 | PongNoFrameskip-v4 | 600,000 | 19.00 ± 0.58 (3) | 19.00 (600,000) | 600,000 |" in table
+    assert "[ida2c0](https://wandb.ai/example-team/pong-actor-critic/runs/ida2c0)" in table
+    assert "not reached" in table
+    text = _text(nb)
+    assert "runs not present: task2_seed-100" in text
+    assert "Analysis pending" in text and "not yet complete: task2_seed-100" in text
+    assert not (tmp_path / "wandb").exists(), "report-only mode starts no W&B run"
+
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "out.ipynb"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    html = (tmp_path / "out.html").read_text()
+    assert "data:image/png;base64," in html
+    assert "injected-parameters" in html
+
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input",
+                    "--TagRemovePreprocessor.remove_cell_tags=[\"injected-parameters\"]",
+                    "--output", "graders", "out.ipynb"], cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    graders = (tmp_path / "graders.html").read_text()
+    assert "data:image/png;base64," in graders
+    assert "injected-parameters" not in graders and "run_config(" not in graders
+
+
+def test_wrong_algo_fails_with_clear_error(tmp_path: Path) -> None:
+    proc, nb = _papermill(tmp_path, "bad.ipynb", ["-p", "algo", "tsak1"])
+    assert proc.returncode != 0
+    assert _errors(nb) == ["RLHelpersError: unknown algo 'tsak1': choose one of a2c, task1, task2, "
+                           "or 'none' to only build the report from the runs present"]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_setup_wandb_reads_the_colab_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", "")  # restored (removed) after the test
+    monkeypatch.setattr(report, "on_colab", lambda: True)
+    monkeypatch.setattr(report, "_colab_secret", lambda name: "k" * 40 if name == "WANDB_API_KEY" else None)
+    assert report.setup_wandb(None) == "online"
+    assert os.environ["WANDB_API_KEY"] == "k" * 40
+
+
+def test_setup_wandb_falls_back_to_offline_visibly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", "")
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(report, "on_colab", lambda: True)
+    monkeypatch.setattr(report, "_colab_secret", lambda name: None)
+    assert report.setup_wandb(None) == "offline"
+    assert "W&B: OFFLINE" in capsys.readouterr().out
+    with pytest.raises(RLHelpersError, match="needs an API key"):
+        report.setup_wandb("online")
+
+
+def test_runs_dir_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    mounted = []
+    monkeypatch.setattr(report, "_colab_mount_drive", lambda: mounted.append(True))
+    monkeypatch.setattr(report, "on_colab", lambda: False)
+    assert report.resolve_runs_dir(None) == "runs"
+    assert report.resolve_runs_dir("elsewhere") == "elsewhere"
+    monkeypatch.setattr(report, "on_colab", lambda: True)
+    assert report.resolve_runs_dir(None) == report.COLAB_RUNS_DIR and mounted == [True]
+
+
+def test_run_config_casts_papermill_floats() -> None:
+    config = report.run_config("task1", seed=100, total_timesteps=5e3, n_envs=2.0, runs_dir="runs")
+    assert (config.total_timesteps, config.n_envs, config.run_name) == (5000, 2, "task1_seed-100")
+    assert report.run_config("none", seed=0) is None
