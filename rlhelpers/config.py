@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlhelpers.envs import env_spec
 from rlhelpers.errors import RLHelpersError
 
 ALGOS = ("a2c", "task1", "task2")
@@ -104,6 +105,7 @@ def validate(config: TrainConfig) -> TrainConfig:
     """Raise ``RLHelpersError`` naming the first bad value; return the config unchanged otherwise."""
     if config.algo not in ALGOS:
         raise RLHelpersError(f"unknown algo {config.algo!r}: choose one of {', '.join(ALGOS)}")
+    env_spec(config.env_id)
     positive_ints = ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes",
                      "n_eval_envs", "hidden_size", "keep_checkpoints")
     for name in positive_ints:

@@ -1,0 +1,14 @@
+"""Shared test set-up: W&B never reaches a server and writes into a temporary directory."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def wandb_sandbox(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point W&B at a fresh temporary directory, silence it and drop any API key from the environment."""
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path_factory.mktemp("wandb")))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)

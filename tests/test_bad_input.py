@@ -1,0 +1,79 @@
+"""Bad input gives one clear line on stderr (exit code 2), never a traceback or a silent fresh start."""
+
+import json
+
+import pytest
+import torch
+
+from rlhelpers.__main__ import main
+from rlhelpers.checkpoint import RunDirectory
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str]:
+    code = main(list(args))
+    err = capsys.readouterr().err
+    return code, err
+
+
+def cartpole_args(runs_dir, *extra: str) -> list[str]:
+    return ["train", "--env-id", "CartPole-v1", "--total-timesteps", "400", "--n-envs", "2", "--eval-interval",
+            "200", "--n-eval-episodes", "1", "--n-eval-envs", "1", "--runs-dir", str(runs_dir),
+            "--wandb-mode", "disabled", "--device", "cpu", "--stop-return", "1000", *extra]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--algo", "tsak1"], "unknown algo 'tsak1': choose one of a2c, task1, task2"),
+    (["--env-id", "Pongg-v9"], "unknown env id 'Pongg-v9'"),
+    (["--total-timesteps", "0"], "total_timesteps must be a positive integer, got 0"),
+    (["--n-envs", "-1"], "n_envs must be a positive integer, got -1"),
+    (["--eval-interval", "0"], "eval_interval must be a positive integer"),
+    (["--n-eval-episodes", "0"], "n_eval_episodes must be a positive integer"),
+    (["--lr", "-0.1"], "lr must be positive"),
+    (["--wandb-mode", "sometimes"], "unknown wandb_mode 'sometimes'"),
+    (["--device", "tpu"], "unknown device 'tpu'"),
+    pytest.param(["--device", "cuda"], "CUDA is not available",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
+])
+def test_bad_values_are_named(capsys, tmp_path, args: list[str], message: str) -> None:
+    code, err = run_cli(capsys, *cartpole_args(tmp_path, *args))
+    assert code == 2
+    assert err.startswith("error: ") and message in err
+    assert "Traceback" not in err
+    assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_conflicting_saved_config_is_refused(capsys, tmp_path) -> None:
+    assert run_cli(capsys, *cartpole_args(tmp_path, "--algo", "a2c"))[0] == 0
+    code, err = run_cli(capsys, *cartpole_args(tmp_path, "--algo", "a2c", "--lr", "0.01"))
+    assert code == 2 and "different config" in err and "lr: saved 0.0007 != requested 0.01" in err
+    # a larger budget is not a conflict: the run resumes
+    assert run_cli(capsys, *cartpole_args(tmp_path, "--algo", "a2c", "--total-timesteps", "600"))[0] == 0
+    history = json.loads((tmp_path / "a2c_seed-0" / "eval_history.json").read_text())["history"]
+    assert [p["step"] for p in history] == [0, 200, 400, 600]
+
+
+def test_corrupt_checkpoint_is_reported_not_restarted(capsys, tmp_path) -> None:
+    assert run_cli(capsys, *cartpole_args(tmp_path))[0] == 0
+    run_dir = RunDirectory(tmp_path / "a2c_seed-0")
+    for _, path in run_dir.checkpoints():
+        path.write_bytes(path.read_bytes()[:100])  # truncate every checkpoint
+    code, err = run_cli(capsys, *cartpole_args(tmp_path, "--total-timesteps", "800"))
+    assert code == 2 and "no checkpoint in" in err and "loads" in err
+    history = json.loads(run_dir.history_path.read_text())["history"]
+    assert [p["step"] for p in history] == [0, 200, 400]  # the history was not overwritten by a fresh start
+
+
+def test_missing_checkpoint_with_history_is_reported(capsys, tmp_path) -> None:
+    assert run_cli(capsys, *cartpole_args(tmp_path))[0] == 0
+    run_dir = RunDirectory(tmp_path / "a2c_seed-0")
+    for _, path in run_dir.checkpoints():
+        path.unlink()
+    code, err = run_cli(capsys, *cartpole_args(tmp_path))
+    assert code == 2 and "no checkpoint was found" in err
+
+
+def test_checkpoints_load_weights_only(capsys, tmp_path) -> None:
+    assert run_cli(capsys, *cartpole_args(tmp_path))[0] == 0
+    (_, newest), *_ = RunDirectory(tmp_path / "a2c_seed-0").checkpoints()
+    state = torch.load(newest, weights_only=True)
+    assert state["num_timesteps"] == 400 and state["config"]["algo"] == "a2c"

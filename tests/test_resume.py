@@ -1,0 +1,48 @@
+"""Stopping a run part-way and starting it again continues where it was."""
+
+import json
+
+from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.config import TrainConfig
+from rlhelpers.trainer import train
+
+
+def cartpole(tmp_path, total: int, **overrides) -> TrainConfig:
+    values = dict(algo="task2", env_id="CartPole-v1", total_timesteps=total, n_envs=4, eval_interval=1_000,
+                  n_eval_episodes=2, n_eval_envs=2, stop_return=1000.0, runs_dir=str(tmp_path), wandb_mode="offline",
+                  device="cpu")
+    return TrainConfig(**{**values, **overrides})
+
+
+def test_resume_continues_history_and_wandb_run(tmp_path, monkeypatch) -> None:
+    wandb_dir = tmp_path / "wandb_files"
+    monkeypatch.setenv("WANDB_DIR", str(wandb_dir))
+    first = train(cartpole(tmp_path, 3_000), show_progress=False)
+    assert first.num_timesteps == 3_000
+    assert [p["step"] for p in first.eval_history] == [0, 1_000, 2_000, 3_000]
+
+    run_dir = RunDirectory(tmp_path / "task2_seed-0")
+    state = run_dir.load_latest_checkpoint()
+    assert state["num_timesteps"] == 3_000 and state["wandb_run_id"] == first.wandb_run_id
+
+    second = train(cartpole(tmp_path, 6_000), show_progress=False)
+    steps = [p["step"] for p in second.eval_history]
+    assert steps == [0, 1_000, 2_000, 3_000, 4_000, 5_000, 6_000]
+    assert second.eval_history[:4] == first.eval_history  # history intact, nothing re-evaluated
+    assert second.wandb_run_id == first.wandb_run_id
+    offline_runs = sorted(p.name for p in (wandb_dir / "wandb").glob("offline-run-*"))
+    assert len(offline_runs) == 2 and all(name.endswith(first.wandb_run_id) for name in offline_runs)
+
+    saved = json.loads(run_dir.history_path.read_text())
+    assert [p["step"] for p in saved["history"]] == steps
+    assert saved["wandb_run_id"] == first.wandb_run_id
+
+    again = train(cartpole(tmp_path, 6_000), show_progress=False)  # budget already spent: nothing to do
+    assert again.num_timesteps == 6_000 and again.eval_history == second.eval_history
+
+
+def test_resume_restores_training_state_exactly(tmp_path) -> None:
+    train(cartpole(tmp_path, 2_000), show_progress=False)
+    state = RunDirectory(tmp_path / "task2_seed-0").load_latest_checkpoint()
+    assert state["n_updates"] == 2_000 // 20
+    assert state["optimizer"]["state"]  # the RMSprop square averages are saved, not re-initialised
