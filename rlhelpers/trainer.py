@@ -36,9 +36,11 @@ EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training 
 
 
 def resolve_device(device: str) -> torch.device:
-    """``auto`` picks CUDA when present, else the CPU."""
+    """``auto`` picks CUDA when present, else the CPU; an unavailable CUDA device is an error."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RLHelpersError(f"device {device!r} requested but CUDA is not available here; use --device auto or cpu")
     return torch.device(device)
 
 
@@ -48,6 +50,11 @@ class Trainer:
     def __init__(self, config: TrainConfig, model: ActorCritic | None = None) -> None:
         self.config = validate(config)
         self.device = resolve_device(config.device)
+        if self.device.type == "cpu":
+            # One intra-op thread for the whole process: ALE's own threads step the envs, the batches
+            # are small (n_envs to act, n_envs * n_steps to learn), and with any other load on a
+            # 2-core machine a second OpenMP thread made the update several times slower (bench/).
+            torch.set_num_threads(1)
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         self.env = make_vec_env(config.env_id, config.n_envs)
@@ -215,6 +222,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     ``total_timesteps`` or once the mean evaluation return exceeds ``stop_return``.
     """
     validate(config)
+    resolve_device(config.device)
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
     saved_record = run_dir.read_history()
     if saved_record is not None:
