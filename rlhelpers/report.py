@@ -50,13 +50,15 @@ def _colab_secret(name: str) -> str | None:
 
 
 def resolve_runs_dir(runs_dir: str | None) -> str:
-    """``runs_dir`` when given; otherwise a Google Drive folder on Colab (mounting Drive) and ``runs`` elsewhere."""
-    if runs_dir:
-        return str(runs_dir)
-    if on_colab():
+    """``runs_dir`` when given; otherwise a Google Drive folder on Colab and ``runs`` elsewhere.
+
+    On Colab, Drive is mounted whenever the runs directory lies on it.
+    """
+    if not runs_dir:
+        runs_dir = COLAB_RUNS_DIR if on_colab() else "runs"
+    if on_colab() and str(runs_dir).startswith(COLAB_DRIVE):
         _colab_mount_drive()
-        return COLAB_RUNS_DIR
-    return "runs"
+    return str(runs_dir)
 
 
 def setup_wandb(mode: str | None) -> str:

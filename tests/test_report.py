@@ -219,6 +219,8 @@ def test_runs_dir_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert report.resolve_runs_dir("elsewhere") == "elsewhere"
     monkeypatch.setattr(report, "on_colab", lambda: True)
     assert report.resolve_runs_dir(None) == report.COLAB_RUNS_DIR and mounted == [True]
+    assert report.resolve_runs_dir("/content/drive/MyDrive/other") == "/content/drive/MyDrive/other"
+    assert report.resolve_runs_dir("/content/local") == "/content/local" and mounted == [True, True]
 
 
 def test_run_config_casts_papermill_floats() -> None:
