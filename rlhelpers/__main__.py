@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import sys
 
-from rlhelpers.config import TrainConfig
+from rlhelpers.config import ENV_DEPENDENT_FIELDS, TrainConfig
 from rlhelpers.errors import RLHelpersError
 
 _TYPES = {"int": int, "float": float, "str": str}
@@ -21,7 +21,7 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
     hints = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
     for f in dataclasses.fields(TrainConfig):
         default = f.default
-        default_text = "the algorithm's" if default is None and f.name in ("lr", "pg_coef", "vf_coef", "ent_coef") else default
+        default_text = "set by algo and env" if f.name in ENV_DEPENDENT_FIELDS else default
         parser.add_argument(
             f"--{f.name.replace('_', '-')}",
             dest=f.name,

@@ -1,7 +1,8 @@
 """Run configuration: one dataclass whose fields are the CLI options and the notebook parameters.
 
-Per-algorithm defaults (MISSION.md) fill the fields left as ``None``; ``validate`` turns bad input
-into one clear ``RLHelpersError``.
+Fields left as ``None`` are filled from the defaults of the algorithm (MISSION.md, tuned for
+Atari) and, for classic-control envs such as CartPole, from ``CLASSIC_CONTROL_DEFAULTS``.
+``validate`` turns bad input into one clear ``RLHelpersError``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlhelpers.envs import env_spec
+from rlhelpers.envs import ATARI_ENTRY_POINT, env_spec
 from rlhelpers.errors import RLHelpersError
 
 ALGOS = ("a2c", "task1", "task2")
@@ -20,6 +21,15 @@ ALGO_DEFAULTS: dict[str, dict[str, float]] = {
     "task1": {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001},
     "task2": {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001},
 }
+
+# Atari run shape of MISSION.md; stop_return 18 is Pong's "solved" (other games: pass --stop-return).
+ATARI_DEFAULTS: dict[str, float] = {"n_envs": 16, "eval_interval": 300_000, "stop_return": 18.0}
+
+# Classic control (CartPole-v1): the learning tests' settings. The Atari settings learn CartPole too
+# slowly for a 300k-step budget (see README); stop_return is the env's reward_threshold (475).
+CLASSIC_CONTROL_DEFAULTS: dict[str, float] = {"n_envs": 8, "lr": 3e-3, "ent_coef": 0.0, "eval_interval": 10_000}
+
+ENV_DEPENDENT_FIELDS = ("n_envs", "eval_interval", "stop_return", "lr", "pg_coef", "vf_coef", "ent_coef")
 
 
 @dataclass
@@ -35,7 +45,7 @@ class TrainConfig:
     total_timesteps: int = field(
         default=20_000_000, metadata={"help": "training budget in environment steps, summed over all envs"}
     )
-    n_envs: int = field(default=16, metadata={"help": "parallel training environments"})
+    n_envs: int | None = field(default=None, metadata={"help": "parallel training environments (Atari: 16)"})
     n_steps: int = field(default=5, metadata={"help": "rollout length per environment (n of the n-step return)"})
     gamma: float = field(default=0.99, metadata={"help": "discount factor"})
     lr: float | None = field(default=None, metadata={"help": "learning rate (default: the algorithm's)"})
@@ -46,11 +56,14 @@ class TrainConfig:
     rms_alpha: float = field(default=0.99, metadata={"help": "RMSprop smoothing constant"})
     rms_eps: float = field(default=1e-5, metadata={"help": "RMSprop epsilon (inside the square root)"})
     hidden_size: int = field(default=64, metadata={"help": "MLP width for vector observations (CartPole)"})
-    eval_interval: int = field(default=300_000, metadata={"help": "environment steps between evaluations"})
+    eval_interval: int | None = field(
+        default=None, metadata={"help": "environment steps between evaluations (Atari: 300000)"}
+    )
     n_eval_episodes: int = field(default=30, metadata={"help": "complete episodes per evaluation"})
     n_eval_envs: int = field(default=16, metadata={"help": "parallel evaluation environments"})
-    stop_return: float = field(
-        default=18.0, metadata={"help": "stop once the mean evaluation return exceeds this"}
+    stop_return: float | None = field(
+        default=None,
+        metadata={"help": "stop once the mean evaluation return exceeds this (Atari: 18; else the env's threshold)"},
     )
     checkpoint_interval_s: float = field(
         default=300.0, metadata={"help": "wall-clock seconds between checkpoints (besides each evaluation)"}
@@ -65,10 +78,9 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.algo in ALGO_DEFAULTS:
-            for name, value in ALGO_DEFAULTS[self.algo].items():
-                if getattr(self, name) is None:
-                    setattr(self, name, value)
+        for name, value in env_defaults(self.algo, self.env_id).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
 
     @property
     def run_name(self) -> str:
@@ -89,6 +101,21 @@ class TrainConfig:
         """Rebuild a config from ``to_dict`` output, ignoring keys this version does not know."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def env_defaults(algo: str, env_id: str) -> dict[str, float]:
+    """Values for the fields left as None: the algorithm's, then those of the kind of env."""
+    values: dict[str, float] = dict(ALGO_DEFAULTS.get(algo, {}))
+    try:
+        spec = env_spec(env_id)
+    except RLHelpersError:
+        return values  # validate() reports the unknown id
+    if spec.entry_point == ATARI_ENTRY_POINT:
+        values.update(ATARI_DEFAULTS)
+    else:
+        values.update(CLASSIC_CONTROL_DEFAULTS)
+        values["stop_return"] = spec.reward_threshold if spec.reward_threshold is not None else float("inf")
+    return values
 
 
 # Fields that define what a run *is*: a saved run whose value differs cannot be resumed with the new one.

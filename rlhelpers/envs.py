@@ -18,11 +18,13 @@ from rlhelpers.errors import RLHelpersError
 
 gym.register_envs(ale_py)
 
+ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
+
 
 def atari_game(env_id: str) -> str | None:
     """ALE ROM name of an Atari env id (``PongNoFrameskip-v4`` -> ``pong``), or None for other ids."""
     spec = env_spec(env_id)
-    if spec.entry_point == "ale_py.env:AtariEnv":
+    if spec.entry_point == ATARI_ENTRY_POINT:
         return spec.kwargs["game"]
     return None
 

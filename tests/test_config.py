@@ -1,0 +1,27 @@
+"""Defaults that depend on the algorithm and the kind of env; explicit values always win."""
+
+from rlhelpers.config import TrainConfig, config_differences
+
+
+def test_atari_defaults_follow_mission() -> None:
+    config = TrainConfig(algo="task2")
+    assert (config.n_envs, config.eval_interval, config.stop_return) == (16, 300_000, 18.0)
+    assert (config.lr, config.pg_coef, config.vf_coef, config.ent_coef) == (1.5e-3, 0.1, 0.5, 0.001)
+    assert config.run_name == "task2_seed-0" and config.batch_size == 80
+
+
+def test_classic_control_defaults_and_overrides() -> None:
+    config = TrainConfig(algo="a2c", env_id="CartPole-v1")
+    assert (config.n_envs, config.lr, config.ent_coef, config.stop_return) == (8, 3e-3, 0.0, 475.0)
+    assert config.pg_coef == 1.0 and config.vf_coef == 0.25
+    explicit = TrainConfig(algo="a2c", env_id="CartPole-v1", n_envs=3, lr=1e-4, stop_return=100.0)
+    assert (explicit.n_envs, explicit.lr, explicit.stop_return) == (3, 1e-4, 100.0)
+
+
+def test_config_round_trip_and_differences() -> None:
+    config = TrainConfig(algo="task1", seed=100, total_timesteps=1_000)
+    saved = config.to_dict()
+    assert TrainConfig.from_dict(saved) == config
+    assert config_differences(saved, TrainConfig(algo="task1", seed=100, total_timesteps=5_000)) == []
+    assert config_differences(saved, TrainConfig(algo="task1", seed=100, ent_coef=0.01)) == [
+        "ent_coef: saved 0.001 != requested 0.01"]
