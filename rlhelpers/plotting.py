@@ -59,7 +59,8 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tupl
             continue
         steps, means, sems, _ = learning_curve(runs)
         seeds = sorted(r["config"]["seed"] for r in runs)
-        line, = ax.plot(steps, means, marker="o", markersize=3, label=f"{algo} (seeds {', '.join(map(str, seeds))})")
+        seed_text = ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+        line, = ax.plot(steps, means, marker="o", markersize=3, label=f"{algo} ({seed_text})")
         ax.fill_between(steps, means - sems, means + sems, color=line.get_color(), alpha=0.25)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("evaluation return (mean ± 1 s.e.)")
