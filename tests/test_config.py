@@ -12,7 +12,7 @@ def test_atari_defaults_follow_mission() -> None:
 
 def test_classic_control_defaults_and_overrides() -> None:
     config = TrainConfig(algo="a2c", env_id="CartPole-v1")
-    assert (config.n_envs, config.lr, config.ent_coef, config.stop_return) == (8, 3e-3, 0.0, 475.0)
+    assert (config.n_envs, config.lr, config.ent_coef, config.stop_return) == (8, 7e-3, 0.0, 475.0)
     assert config.pg_coef == 1.0 and config.vf_coef == 0.25
     explicit = TrainConfig(algo="a2c", env_id="CartPole-v1", n_envs=3, lr=1e-4, stop_return=100.0)
     assert (explicit.n_envs, explicit.lr, explicit.stop_return) == (3, 1e-4, 100.0)
