@@ -27,7 +27,9 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE", "MPLBACKEND")}
+    # No inherited WANDB_* at all: once any test ran wandb.init in this process, WANDB_SERVICE points at its
+    # wandb-core, and kernels sharing it would see a killed kernel's run id as still "in use".
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "MPLBACKEND"}
     env["WANDB_DIR"] = str(tmp_path)
     # One torch thread: on a busy 2-core machine, spinning intra-op threads make a batch-1 forward pass ~10x slower.
     env["OMP_NUM_THREADS"] = "1"
