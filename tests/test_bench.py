@@ -1,0 +1,17 @@
+"""The throughput benchmark runs end to end in its quickest form, so it cannot rot (its figures are not checked)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quick_benchmark_writes_its_table(tmp_path: Path) -> None:
+    out = tmp_path / "results.md"
+    subprocess.run([sys.executable, "-m", "bench.throughput", "--quick", "--output", str(out)],
+                   cwd=ROOT, check=True, timeout=120, capture_output=True)
+    table = out.read_text()
+    for row in ("env ceiling", "reference design", "rlhelpers a2c", "rlhelpers task1", "rlhelpers task2",
+                "pipeline ceiling", "eval envs", "torch threads"):
+        assert row in table
