@@ -6,21 +6,27 @@ Layout of ``<runs_dir>/<algo>_seed-<seed>/``::
     eval_history.json            config, W&B run id and evaluation history, for people and plots
     owner.json                   the single-writer lock (see ``runlock``)
 
-A checkpoint is first written and verified in a local staging directory, then copied into the run
-directory under a temporary name, fsynced and renamed to its step-numbered name. Older checkpoints
-are deleted only after the new one is in place, keeping the newest ``keep``. Nothing is ever
-overwritten in place, so a kill at any moment (or a Google Drive mount that uploads late or does
-not rename atomically) leaves at least the previous good checkpoint. On resume the newest
-checkpoint that loads wins; broken ones are reported and skipped.
+A checkpoint is first written and verified in a local staging directory (one per run under the
+system temp dir), then copied into the run directory under a temporary name, fsynced and renamed to
+its step-numbered name. Older checkpoints are deleted only after the new one is in place, keeping
+the newest ``keep``. Nothing is ever overwritten in place, so a kill at any moment (or a Google
+Drive mount that uploads late or does not rename atomically) leaves at least the previous good
+checkpoint. On resume the newest checkpoint that loads wins; broken ones are reported and skipped.
+``remove_stale_files`` clears what a killed writer left behind (``*.tmp`` files, the staging dir).
+
+Test-only hook: when the environment variable ``RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S`` is set,
+the copy into the run directory pauses that many seconds halfway, so a test can kill mid-write.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,9 @@ from rlhelpers.errors import RLHelpersError
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
 HISTORY_FILE = "eval_history.json"
+# Temporary files of _write_durably (checkpoints, history) and of RunLock (owner.json.<pid>.tmp).
+STALE_TMP_PATTERN = re.compile(r"^(checkpoint-\d{12}\.pt|eval_history\.json|owner\.json\.\d+)\.tmp$")
+TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S"
 
 
 def checkpoint_name(step: int) -> str:
@@ -53,14 +62,31 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _write_durably(path: Path, write: Any) -> None:
-    """Write through ``write(file)`` to ``path``.tmp, fsync, then rename onto ``path``."""
+    """Write through ``write(file)`` to ``path``.tmp, fsync, then rename onto ``path``.
+
+    On failure the temporary file is removed and ``path`` is left as it was.
+    """
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(path.parent)
+
+
+def _copy_checkpoint(src: Any, dst: Any) -> None:
+    """Copy file ``src`` into file ``dst``, pausing halfway when the test-only delay hook is set."""
+    delay = float(os.environ.get(TEST_WRITE_DELAY_ENV) or 0)
+    if delay > 0:
+        dst.write(src.read(os.fstat(src.fileno()).st_size // 2))
+        dst.flush()
+        time.sleep(delay)
+    shutil.copyfileobj(src, dst, 1 << 20)
 
 
 def load_checkpoint_file(path: Path) -> dict[str, Any]:
@@ -82,7 +108,28 @@ class RunDirectory:
 
     @property
     def history_path(self) -> Path:
+        """Path of eval_history.json."""
         return self.path / HISTORY_FILE
+
+    @property
+    def staging_path(self) -> Path:
+        """Local directory where this run's checkpoints are written and verified before the copy."""
+        key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / "rlhelpers-staging" / key
+
+    def remove_stale_files(self) -> list[str]:
+        """Delete temporary files left by a killed writer; call it while holding the run's lock.
+
+        Returns the names removed from the run directory.
+        """
+        shutil.rmtree(self.staging_path, ignore_errors=True)
+        removed = []
+        if self.path.is_dir():
+            for entry in self.path.iterdir():
+                if STALE_TMP_PATTERN.match(entry.name):
+                    entry.unlink(missing_ok=True)
+                    removed.append(entry.name)
+        return sorted(removed)
 
     def create(self) -> None:
         """Create the directory, or explain why it cannot be created."""
@@ -104,22 +151,35 @@ class RunDirectory:
         return sorted(found, reverse=True)
 
     def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> Path:
-        """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then prune to the newest ``keep``."""
+        """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""
         target = self.path / checkpoint_name(step)
+        local = self.staging_path / target.name
         try:
-            with tempfile.TemporaryDirectory(prefix="rlhelpers-") as staging:
-                local = Path(staging) / target.name
-                torch.save(state, local)
-                load_checkpoint_file(local)
-                with open(local, "rb") as src:
-                    _write_durably(target, lambda dst: shutil.copyfileobj(src, dst, 1 << 20))
-        except OSError as exc:
-            raise RLHelpersError(f"cannot write checkpoint {target}: {exc.strerror or exc}; "
+            local.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(state, local)
+            load_checkpoint_file(local)
+            with open(local, "rb") as src:
+                _write_durably(target, lambda dst: _copy_checkpoint(src, dst))
+        except (OSError, RuntimeError, RLHelpersError) as exc:
+            # torch.save reports a full disk as a RuntimeError ("unexpected pos ...").
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise RLHelpersError(f"cannot write checkpoint {target}: {reason}; "
                                  "free disk space or choose a writable --runs-dir "
                                  "(the previous checkpoint is intact)") from exc
-        for _, old in self.checkpoints()[keep:]:
-            old.unlink(missing_ok=True)
+        finally:
+            local.unlink(missing_ok=True)
+        self.prune(step, keep)
         return target
+
+    def prune(self, step: int, keep: int) -> None:
+        """Delete checkpoints older than ``step`` beyond the newest ``keep`` up to and including ``step``.
+
+        Checkpoints newer than ``step`` are left alone: after a resume from ``step`` they can only be
+        broken files that were skipped, and they must not push good checkpoints out.
+        """
+        older = [path for old_step, path in self.checkpoints() if old_step < step]
+        for old in older[max(keep - 1, 0):]:
+            old.unlink(missing_ok=True)
 
     def load_latest_checkpoint(self) -> dict[str, Any] | None:
         """The newest checkpoint that loads, or None if there is none at all.

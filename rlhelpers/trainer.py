@@ -236,9 +236,12 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     trainer = None
     tracker = None
     try:
+        run_dir.remove_stale_files()  # leftovers of a writer killed mid-checkpoint; we hold the lock now
         state = run_dir.load_latest_checkpoint()
         if state is not None:
             _check_resumable(state["config"], config, run_dir.path)
+            # A writer killed between its rename and its pruning leaves one checkpoint too many.
+            run_dir.prune(int(state["num_timesteps"]), config.keep_checkpoints)
         elif saved_record is not None and saved_record.get("history"):
             raise RLHelpersError(
                 f"{run_dir.history_path} has evaluation results but no checkpoint was found; "
@@ -317,7 +320,7 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
             if trainer.n_updates % log_every == 0:
                 now = time.monotonic()
                 fps = (trainer.num_timesteps - log_steps) / max(now - log_time, 1e-9)
-                metrics = {f"losses/{k}": v / stats_count for k, v in zip(keys, stats_sum.tolist())}
+                metrics = {f"losses/{k}": v / stats_count for k, v in zip(keys, stats_sum.tolist(), strict=True)}
                 metrics["charts/fps"] = fps
                 if trainer.episode_returns:
                     metrics["charts/episode_return"] = float(np.mean(trainer.episode_returns))
