@@ -32,7 +32,8 @@ def _add_config_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rlhelpers", description="Train and compare actor-critic agents.")
+    parser = argparse.ArgumentParser(prog="python -m rlhelpers",
+                                     description="Train and compare actor-critic agents.")
     commands = parser.add_subparsers(dest="command", required=True)
     train_parser = commands.add_parser("train", help="train or resume one run (algo, seed)",
                                        description="Train one run, or resume it from its newest checkpoint.")
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     plot_parser = commands.add_parser("plot", help="draw the comparison plot from the runs present",
                                       description="Draw the comparison plot from every eval_history.json found.")
     plot_parser.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
-    plot_parser.add_argument("--out", default="figures/comparison.png", help="PNG to write (default: figures/comparison.png)")
+    plot_parser.add_argument("--out", default="figures/comparison.png",
+                             help="PNG to write (default: figures/comparison.png)")
     return parser
 
 
@@ -48,12 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "train":
-            from rlhelpers.trainer import train
+            from rlhelpers.trainer import mean_return, train
 
             values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
             result = train(TrainConfig(**values))
-            last = result.eval_history[-1] if result.eval_history else None
-            summary = f"; last evaluation {sum(last['returns']) / len(last['returns']):.2f} at step {last['step']:,}" if last else ""
+            summary = ""
+            if result.eval_history:
+                last = result.eval_history[-1]
+                summary = f"; last evaluation {mean_return(last):.2f} at step {last['step']:,}"
             print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}){summary}")
         else:
             from rlhelpers.plotting import plot_comparison

@@ -74,7 +74,8 @@ def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0) -> VectorEnv:
         )
     if not isinstance(env.single_action_space, gym.spaces.Discrete):
         env.close()
-        raise RLHelpersError(f"{env_id} has a {env.single_action_space} action space; only discrete actions are supported")
+        raise RLHelpersError(
+            f"{env_id} has a {env.single_action_space} action space; only discrete actions are supported")
     return gym.wrappers.vector.RecordEpisodeStatistics(env)
 
 

@@ -70,5 +70,6 @@ class Tracker:
         """Log ``metrics`` at environment step ``step``."""
         self.run.log({**metrics, "global_step": step})
 
-    def finish(self) -> None:
-        self.run.finish()
+    def finish(self, exit_code: int = 0) -> None:
+        """Close the W&B run; a non-zero ``exit_code`` marks this session as failed."""
+        self.run.finish(exit_code=exit_code)

@@ -255,6 +255,11 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         tracker = Tracker(config, run_id)
         stop_reason = _train_loop(trainer, run_dir, lock, tracker, run_id, show_progress)
         return RunResult(run_dir.path, trainer.num_timesteps, trainer.eval_history, stop_reason, tracker.url, run_id)
+    except BaseException:
+        if tracker is not None:
+            tracker.finish(exit_code=1)  # an interrupted or failed session shows as such in W&B
+            tracker = None
+        raise
     finally:
         if tracker is not None:
             tracker.finish()

@@ -45,7 +45,7 @@ def test_bad_values_are_named(capsys, tmp_path, args: list[str], message: str) -
 def test_conflicting_saved_config_is_refused(capsys, tmp_path) -> None:
     assert run_cli(capsys, *cartpole_args(tmp_path, "--algo", "a2c"))[0] == 0
     code, err = run_cli(capsys, *cartpole_args(tmp_path, "--algo", "a2c", "--lr", "0.01"))
-    assert code == 2 and "different config" in err and "lr: saved 0.0007 != requested 0.01" in err
+    assert code == 2 and "different config" in err and "lr: saved 0.007 != requested 0.01" in err
     # a larger budget is not a conflict: the run resumes
     assert run_cli(capsys, *cartpole_args(tmp_path, "--algo", "a2c", "--total-timesteps", "600"))[0] == 0
     history = json.loads((tmp_path / "a2c_seed-0" / "eval_history.json").read_text())["history"]
