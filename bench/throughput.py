@@ -178,18 +178,25 @@ def run(quick: bool, reps: int, seconds: float, n_envs: int, n_steps: int, eval_
     return render(info, rows, eval_seconds, eval_episodes, reps, seconds, n_envs, n_steps, quick)
 
 
+def paired_ratio(samples: list[float], baseline: list[float]) -> float:
+    """Median over repetitions of ``samples[i] / baseline[i]``."""
+    return statistics.median(s / b for s, b in zip(samples, baseline, strict=True))
+
+
 def render(info: dict[str, str], rows: list[Row], eval_seconds: dict[int, list[float]], eval_episodes: int,
            reps: int, seconds: float, n_envs: int, n_steps: int, quick: bool) -> str:
     """Markdown report: the throughput table, the ratios against the targets, evaluation times, machine."""
-    env_ceiling = next(row.median for row in rows if row.name.startswith("env ceiling"))
-    reference = max(row.median for row in rows if row.name.startswith("reference"))
+    env_ceiling = next(row for row in rows if row.name.startswith("env ceiling")).samples
+    references = [row.samples for row in rows if row.name.startswith("reference")]
+    reference = [max(samples) for samples in zip(*references, strict=True)]
     lines = [
         "# Throughput benchmark",
         "",
         f"Command: `python -m bench.throughput{' --quick' if quick else ''}`. `{ENV_ID}`, {n_envs} training envs, "
         f"n_steps {n_steps}, Nature CNN unless noted, CPU. Environment steps per second (summed over envs) "
         f"after a warm-up, median of {reps} interleaved repetitions of >= {seconds:g} s each. "
-        "Ratios against the faster reference row and the env ceiling row.",
+        "Ratios are medians of per-repetition ratios (against the faster reference row of the same "
+        "repetition, or the env ceiling of the same repetition), which cancels slow drifts in background load.",
         "",
         "| measurement | steps/s | repetitions | ratio | target |",
         "| --- | ---: | --- | --- | --- |",
@@ -198,11 +205,11 @@ def render(info: dict[str, str], rows: list[Row], eval_seconds: dict[int, list[f
         reps_text = ", ".join(f"{s:.0f}" for s in row.samples)
         ratio = target = ""
         if row.name.startswith("rlhelpers"):
-            speedup = row.median / reference
+            speedup = paired_ratio(row.samples, reference)
             ratio = f"{speedup:.2f}x reference"
             target = f">= {TARGET_VS_REFERENCE:.1f}x: {'met' if speedup >= TARGET_VS_REFERENCE else 'missed'}"
         elif row.name.startswith("pipeline"):
-            share = row.median / env_ceiling
+            share = paired_ratio(row.samples, env_ceiling)
             ratio = f"{share:.0%} of env ceiling"
             target = f">= {TARGET_PIPELINE_SHARE:.0%}: {'met' if share >= TARGET_PIPELINE_SHARE else 'missed'}"
         lines.append(f"| {row.name} | {row.median:,.0f} | {reps_text} | {ratio} | {target} |")
@@ -218,6 +225,8 @@ def render(info: dict[str, str], rows: list[Row], eval_seconds: dict[int, list[f
         median = statistics.median(samples)
         target = f"< {TARGET_EVAL_SECONDS:g} s: {'met' if median < TARGET_EVAL_SECONDS else 'missed'}"
         lines.append(f"| {n} | {median:.1f} | {', '.join(f'{s:.1f}' for s in samples)} | {target} |")
+    if hasattr(os, "getloadavg"):
+        info["load average at end (1 min)"] = f"{os.getloadavg()[0]:.2f}"
     lines += ["", "Machine:", ""] + [f"- {key}: {value}" for key, value in info.items()]
     return "\n".join(lines) + "\n"
 
