@@ -15,6 +15,9 @@ from rlhelpers.checkpoint import HISTORY_FILE
 from rlhelpers.config import ALGOS
 
 REPORT_SEEDS = (0, 100)
+# task1 and task2 can coincide (their actor gradients are equal in exact arithmetic): distinct styles
+# keep both visible.
+LINE_STYLES = {"a2c": "-", "task1": "--", "task2": ":"}
 
 
 def load_histories(runs_dir: str | Path) -> dict[str, dict[str, Any]]:
@@ -60,7 +63,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tupl
         steps, means, sems, _ = learning_curve(runs)
         seeds = sorted(r["config"]["seed"] for r in runs)
         seed_text = ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
-        line, = ax.plot(steps, means, marker="o", markersize=3, label=f"{algo} ({seed_text})")
+        line, = ax.plot(steps, means, LINE_STYLES[algo], marker="o", markersize=3, label=f"{algo} ({seed_text})")
         ax.fill_between(steps, means - sems, means + sems, color=line.get_color(), alpha=0.25)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("evaluation return (mean ± 1 s.e.)")

@@ -293,10 +293,12 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
 
     last_eval_step = trainer.eval_history[-1]["step"] if trainer.eval_history else None
     next_eval = 0 if last_eval_step is None else (last_eval_step // cfg.eval_interval + 1) * cfg.eval_interval
+    # In a notebook every refresh is kept in the saved output: refresh rarely there (tqdm's monitor
+    # would otherwise force one every 10-15 s).
     mininterval = 1.0 if sys.stderr.isatty() else 30.0
     bar = tqdm(total=cfg.total_timesteps, initial=min(trainer.num_timesteps, cfg.total_timesteps),
                desc=cfg.run_name, unit="step", unit_scale=True, disable=not show_progress,
-               mininterval=mininterval, file=sys.stderr)
+               mininterval=mininterval, maxinterval=mininterval, file=sys.stderr)
     if trainer.eval_history:
         bar.set_postfix_str(f"eval {mean_return(trainer.eval_history[-1]):.1f}", refresh=False)
     try:

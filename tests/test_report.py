@@ -93,6 +93,15 @@ def _history(tmp_path: Path, run: str) -> dict:
     return json.loads((tmp_path / "runs" / run / "eval_history.json").read_text())
 
 
+def _evaluated(run_dir: Path, step: int) -> bool:
+    """Whether eval_history.json (written after the checkpoint) already holds the evaluation at ``step``."""
+    try:
+        history = json.loads((run_dir / "eval_history.json").read_text())["history"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return bool(history) and history[-1]["step"] >= step
+
+
 def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
     """A papermill run killed mid-training (as by a Colab disconnect) continues when the same command is rerun."""
     params = ["-p", "algo", "a2c", "-p", "seed", "0", "-p", "total_timesteps", "2000", *CARTPOLE]
@@ -101,8 +110,8 @@ def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240
-        while not (run_dir / "checkpoint-000000000500.pt").exists() and first.poll() is None:
-            assert time.monotonic() < deadline, "the first run never reached its step-500 checkpoint"
+        while not _evaluated(run_dir, 500) and first.poll() is None:
+            assert time.monotonic() < deadline, "the first run never saved its step-500 evaluation"
             time.sleep(0.1)
         owner = run_dir / "owner.json"
         if first.poll() is None and owner.exists():  # kill the kernel that trains, as a disconnect would
