@@ -125,7 +125,7 @@ def machine_info() -> dict[str, str]:
     return {
         "cpu": cpu,
         "cores": str(os.cpu_count()),
-        "torch threads": f"{torch.get_num_threads()} by default; rlhelpers' Trainer sets 1 on CPU",
+        "torch threads": f"{torch.get_num_threads()} (torch's default; rows marked '1 torch thread' set 1)",
         "load average at start (1 min)": f"{load[0]:.2f}" if load[0] != "?" else "?",
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -139,7 +139,7 @@ def run(quick: bool, reps: int, seconds: float, n_envs: int, n_steps: int, eval_
         eval_episodes: int) -> str:
     """Measure every row, print progress, and return the results as markdown."""
     info = machine_info()
-    default_threads = torch.get_num_threads()  # before any Trainer sets its own
+    default_threads = torch.get_num_threads()
     batch = n_envs * n_steps
     print(f"building envs and learners ({n_envs} envs, n_steps {n_steps}) ...", flush=True)
     reference = ReferenceA2C(ENV_ID, n_envs, n_steps)
@@ -152,6 +152,7 @@ def run(quick: bool, reps: int, seconds: float, n_envs: int, n_steps: int, eval_
             with_threads(default_threads, reference.train_iteration), batch),
         Row("reference design, 1 torch thread", with_threads(1, reference.train_iteration), batch),
         *(Row(f"rlhelpers {algo}", t.train_iteration, batch) for algo, t in trainers.items()),
+        Row("rlhelpers a2c, 1 torch thread (--torch-threads 1)", with_threads(1, probe.train_iteration), batch),
         Row("pipeline ceiling: rlhelpers a2c, tiny network", pipeline.train_iteration, batch),
     ]
     warmup = 1 if quick else 3

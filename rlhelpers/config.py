@@ -64,7 +64,9 @@ class TrainConfig:
         default=None, metadata={"help": "environment steps between evaluations (Atari: 300000)"}
     )
     n_eval_episodes: int = field(default=30, metadata={"help": "complete episodes per evaluation"})
-    n_eval_envs: int = field(default=16, metadata={"help": "parallel evaluation environments"})
+    n_eval_envs: int = field(
+        default=30, metadata={"help": "parallel evaluation environments (at most n_eval_episodes are used)"}
+    )
     stop_return: float | None = field(
         default=None,
         metadata={"help": "stop once the mean evaluation return exceeds this (Atari: 18; else the env's threshold)"},
@@ -74,6 +76,9 @@ class TrainConfig:
     )
     keep_checkpoints: int = field(default=3, metadata={"help": "how many step-numbered checkpoints to keep"})
     device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda"})
+    torch_threads: int = field(
+        default=0, metadata={"help": "CPU threads for torch; 0 keeps torch's default (1 helps on a busy machine)"}
+    )
     runs_dir: str = field(default="runs", metadata={"help": "directory holding one sub-directory per run"})
     wandb_project: str = field(default="pong-actor-critic", metadata={"help": "W&B project"})
     wandb_entity: str | None = field(default=None, metadata={"help": "W&B entity (user or team)"})
@@ -155,6 +160,8 @@ def validate(config: TrainConfig) -> TrainConfig:
             raise RLHelpersError(f"{name} must be non-negative, got {getattr(config, name)!r}")
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
         raise RLHelpersError(f"seed must be a non-negative integer, got {config.seed!r}")
+    if isinstance(config.torch_threads, bool) or not isinstance(config.torch_threads, int) or config.torch_threads < 0:
+        raise RLHelpersError(f"torch_threads must be a non-negative integer, got {config.torch_threads!r}")
     if config.wandb_mode is not None and config.wandb_mode not in WANDB_MODES:
         raise RLHelpersError(f"unknown wandb_mode {config.wandb_mode!r}: choose one of {', '.join(WANDB_MODES)}")
     if config.device != "auto" and not config.device.startswith(("cpu", "cuda", "mps")):

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
-from rlhelpers.networks import ActorCritic
+from rlhelpers.networks import ActorCritic, sample_actions
 
 
 def episode_targets(n_episodes: int, n_envs: int) -> np.ndarray:
@@ -38,7 +38,7 @@ def evaluate_policy(
     obs, _ = env.reset(seed=seed)
     while (counts < targets).any():
         logits, _ = model(torch.as_tensor(obs, device=device))
-        actions = torch.distributions.Categorical(logits=logits).sample()
+        actions = sample_actions(logits)
         obs, _, _, _, info = env.step(actions.cpu().numpy())
         if "episode" in info:
             for i in np.flatnonzero(info["_episode"]):

@@ -97,3 +97,9 @@ def build_model(obs_shape: tuple[int, ...], n_actions: int, algo: str, hidden_si
     else:
         raise ValueError(f"unsupported observation shape {obs_shape}")
     return ActorCritic(encoder, n_actions, critic_outputs=1 if algo == "a2c" else n_actions)
+
+
+def sample_actions(logits: torch.Tensor) -> torch.Tensor:
+    """a ~ pi(.|s) for each row of ``logits``: the same draw as ``Categorical(logits=logits).sample()``
+    without its per-call validation and set-up (~3x cheaper per step)."""
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1, replacement=True).squeeze(1)
