@@ -18,7 +18,6 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -38,16 +37,13 @@ RESUME_LINE = re.compile(r"Resuming \S+ from step ([\d,]+)")
 
 
 @pytest.fixture(autouse=True)
-def _wandb_dir_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _wandb_dir_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Offline W&B runs of a test land in ``tmp_path/wandb-dir/wandb``, where the test can inspect them.
 
-    W&B reads WANDB_DIR once per process (its ``setup`` singleton): tear it down around each test.
+    conftest's ``wandb_sandbox`` has already torn W&B down, so it reads this WANDB_DIR afresh.
     """
     (tmp_path / "wandb-dir").mkdir()
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
-    wandb.teardown()
-    yield
-    wandb.teardown()
 
 
 def cartpole(tmp_path: Path, **overrides: object) -> TrainConfig:
