@@ -3,7 +3,9 @@
 Layout of ``<runs_dir>/<algo>_seed-<seed>/``::
 
     checkpoint-000000300000.pt   full training state (torch.load(weights_only=True) loads it)
-    eval_history.json            config, W&B run id and evaluation history, for people and plots
+    eval_history.json            config, provenance, W&B run id and evaluation history, for people and plots
+    metrics.jsonl                every metric sent to W&B (see ``metrics_log``)
+    snapshots/model-000001000000.pt   model weights only, every ``snapshot_interval`` steps, for the analysis
     owner.json                   the single-writer lock (see ``runlock``)
 
 A checkpoint is first written and verified in a local staging directory (one per run under the
@@ -37,14 +39,21 @@ from rlhelpers.errors import RLHelpersError
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
 HISTORY_FILE = "eval_history.json"
-# Temporary files of _write_durably (checkpoints, history) and of RunLock (owner.json.<pid>.tmp).
-STALE_TMP_PATTERN = re.compile(r"^(checkpoint-\d{12}\.pt|eval_history\.json|owner\.json\.\d+)\.tmp$")
+SNAPSHOT_DIR = "snapshots"
+# Temporary files of _write_durably (checkpoints, history), MetricsLog and RunLock (owner.json.<pid>.tmp).
+STALE_TMP_PATTERN = re.compile(
+    r"^(checkpoint-\d{12}\.pt|eval_history\.json|metrics\.jsonl|owner\.json\.\d+)\.tmp$")
 TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S"
 
 
 def checkpoint_name(step: int) -> str:
     """File name of the checkpoint taken at environment step ``step``."""
     return f"checkpoint-{step:012d}.pt"
+
+
+def snapshot_name(step: int) -> str:
+    """File name of the model snapshot taken at environment step ``step``."""
+    return f"model-{step:012d}.pt"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -169,6 +178,18 @@ class RunDirectory:
         finally:
             local.unlink(missing_ok=True)
         self.prune(step, keep)
+        return target
+
+    def save_snapshot(self, snapshot: dict[str, Any], step: int) -> Path:
+        """Write ``snapshot`` (model weights and what rebuilds the model) as ``snapshots/model-<step>.pt``."""
+        target = self.path / SNAPSHOT_DIR / snapshot_name(step)
+        try:
+            target.parent.mkdir(exist_ok=True)
+            _write_durably(target, lambda f: torch.save(snapshot, f))
+        except (OSError, RuntimeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise RLHelpersError(f"cannot write snapshot {target}: {reason}; "
+                                 "free disk space or choose a writable --runs-dir") from exc
         return target
 
     def prune(self, step: int, keep: int) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from rlhelpers.envs import ATARI_ENTRY_POINT, env_spec
 from rlhelpers.errors import RLHelpersError
+from rlhelpers.networks import PRECISIONS
 
 ALGOS = ("a2c", "task1", "task2")
 
@@ -75,9 +76,20 @@ class TrainConfig:
         default=300.0, metadata={"help": "wall-clock seconds between checkpoints (besides each evaluation)"}
     )
     keep_checkpoints: int = field(default=3, metadata={"help": "how many step-numbered checkpoints to keep"})
+    snapshot_interval: int = field(
+        default=1_000_000,
+        metadata={"help": "environment steps between model-weight snapshots (snapshots/, for the analysis)"},
+    )
     device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda"})
+    precision: str = field(
+        default="auto",
+        metadata={"help": "encoder arithmetic: fp32, bf16, or auto (bf16 on a CPU with native bfloat16, else fp32)"},
+    )
     torch_threads: int = field(
         default=0, metadata={"help": "CPU threads for torch; 0 keeps torch's default (1 helps on a busy machine)"}
+    )
+    env_threads: int = field(
+        default=0, metadata={"help": "threads of each ALE vector env; 0 lets ALE use min(envs, cores)"}
     )
     runs_dir: str = field(default="runs", metadata={"help": "directory holding one sub-directory per run"})
     wandb_project: str = field(default="pong-actor-critic", metadata={"help": "W&B project"})
@@ -131,10 +143,13 @@ def env_defaults(algo: str, env_id: str) -> dict[str, float]:
 # total_timesteps, eval/checkpoint cadence, device, paths and W&B settings may change between sessions.
 IDENTITY_FIELDS = (
     "algo", "seed", "env_id", "n_envs", "n_steps", "gamma", "lr", "pg_coef", "vf_coef", "ent_coef",
-    "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size",
+    "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size", "precision",
 )
 
 WANDB_MODES = ("online", "offline", "disabled")
+# ALE takes int32 seeds. Training envs use seeds below this offset (seed + step + env index after a
+# resume) and evaluation envs seeds from it upwards, so the two never share a seed.
+EVAL_SEED_OFFSET = 2**30
 
 
 def validate(config: TrainConfig) -> TrainConfig:
@@ -143,7 +158,7 @@ def validate(config: TrainConfig) -> TrainConfig:
         raise RLHelpersError(f"unknown algo {config.algo!r}: choose one of {', '.join(ALGOS)}")
     env_spec(config.env_id)
     positive_ints = ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes",
-                     "n_eval_envs", "hidden_size", "keep_checkpoints")
+                     "n_eval_envs", "hidden_size", "keep_checkpoints", "snapshot_interval")
     for name in positive_ints:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -160,8 +175,17 @@ def validate(config: TrainConfig) -> TrainConfig:
             raise RLHelpersError(f"{name} must be non-negative, got {getattr(config, name)!r}")
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
         raise RLHelpersError(f"seed must be a non-negative integer, got {config.seed!r}")
-    if isinstance(config.torch_threads, bool) or not isinstance(config.torch_threads, int) or config.torch_threads < 0:
-        raise RLHelpersError(f"torch_threads must be a non-negative integer, got {config.torch_threads!r}")
+    for name in ("torch_threads", "env_threads"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise RLHelpersError(f"{name} must be a non-negative integer, got {value!r}")
+    if config.precision not in PRECISIONS:
+        raise RLHelpersError(f"unknown precision {config.precision!r}: choose one of {', '.join(PRECISIONS)}")
+    n_evals = config.total_timesteps // config.eval_interval + 2
+    if (config.seed + config.total_timesteps + config.n_envs > EVAL_SEED_OFFSET
+            or config.seed + n_evals * config.n_eval_envs >= EVAL_SEED_OFFSET):
+        raise RLHelpersError(f"seed + total_timesteps is too large for the environments' int32 seeds "
+                             f"(at most {EVAL_SEED_OFFSET:,} together)")
     if config.wandb_mode is not None and config.wandb_mode not in WANDB_MODES:
         raise RLHelpersError(f"unknown wandb_mode {config.wandb_mode!r}: choose one of {', '.join(WANDB_MODES)}")
     if config.device != "auto" and not config.device.startswith(("cpu", "cuda", "mps")):

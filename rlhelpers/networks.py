@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+PRECISIONS = ("auto", "fp32", "bf16")
+
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU computes bfloat16 in hardware (AVX512-BF16 or AMX), read from /proc/cpuinfo."""
@@ -23,11 +25,12 @@ def cpu_has_native_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-# The Nature encoder's convolutions and linear layer run in bfloat16 on such CPUs (weights, gradients,
-# optimizer and heads stay float32; oneDNN accumulates in float32). On this project's Xeon this cuts
-# the CPU time of a training iteration by about a fifth; the gradient of a Pong rollout stays within
-# cosine 0.999 of the float32 one, far inside the rollout-to-rollout noise of the gradient.
-CPU_BF16 = cpu_has_native_bf16()
+def resolve_precision(precision: str, device: torch.device, image_obs: bool = True) -> str:
+    """``fp32`` or ``bf16`` for the encoder; ``auto`` is bf16 only for the Nature encoder on a CPU with
+    native bfloat16 (there it trains faster; bench/results.md) and fp32 elsewhere (CUDA, MLP encoders)."""
+    if precision != "auto":
+        return precision
+    return "bf16" if image_obs and device.type == "cpu" and cpu_has_native_bf16() else "fp32"
 
 
 def layer_init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
@@ -38,12 +41,17 @@ def layer_init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
 
 
 class NatureEncoder(nn.Module):
-    """Nature-DQN encoder: uint8 frames (N, 4, 84, 84) / 255 -> 512 float32 features (bfloat16 inside on CPU_BF16)."""
+    """Nature-DQN encoder: uint8 frames (N, 4, 84, 84) / 255 -> 512 float32 features.
+
+    With ``bf16`` its convolutions and linear layer run under bfloat16 autocast (weights, gradients,
+    optimizer state and the heads stay float32; oneDNN and cuBLAS accumulate in float32).
+    """
 
     out_features = 512
 
-    def __init__(self, in_channels: int = 4) -> None:
+    def __init__(self, in_channels: int = 4, bf16: bool = False) -> None:
         super().__init__()
+        self.bf16 = bf16
         self.net = nn.Sequential(
             layer_init(nn.Conv2d(in_channels, 32, 8, stride=4)), nn.ReLU(),
             layer_init(nn.Conv2d(32, 64, 4, stride=2)), nn.ReLU(),
@@ -51,9 +59,12 @@ class NatureEncoder(nn.Module):
             nn.Flatten(),
             layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU(),
         )
+        # Channels-last convolution weights: oneDNN's fastest CPU layout (an update step took a median
+        # 1.15x less time than with the default layout on the 2-core machine, bench/results.md).
+        self.net.to(memory_format=torch.channels_last)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=CPU_BF16 and obs.device.type == "cpu"):
+        with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             features = self.net(obs.float() / 255.0)
         return features.float()
 
@@ -88,10 +99,16 @@ class ActorCritic(nn.Module):
         return self.policy_head(features), self.critic_head(features)
 
 
-def build_model(obs_shape: tuple[int, ...], n_actions: int, algo: str, hidden_size: int = 64) -> ActorCritic:
-    """Nature encoder for image stacks (C, 84, 84), MLP for flat vectors; V critic for a2c, Q otherwise."""
+def build_model(obs_shape: tuple[int, ...], n_actions: int, algo: str, hidden_size: int = 64,
+                precision: str = "fp32") -> ActorCritic:
+    """Nature encoder for image stacks (C, 84, 84), MLP for flat vectors; V critic for a2c, Q otherwise.
+
+    ``precision`` is a resolved one (``fp32`` or ``bf16``); bf16 applies to the Nature encoder only.
+    """
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"unresolved precision {precision!r}: pass fp32 or bf16")
     if len(obs_shape) == 3:
-        encoder: nn.Module = NatureEncoder(obs_shape[0])
+        encoder: nn.Module = NatureEncoder(obs_shape[0], bf16=precision == "bf16")
     elif len(obs_shape) == 1:
         encoder = MLPEncoder(obs_shape[0], hidden_size)
     else:

@@ -17,6 +17,7 @@ from typing import Any
 import wandb
 
 from rlhelpers.config import TrainConfig
+from rlhelpers.metrics_log import MetricsLog
 
 
 def has_wandb_key() -> bool:
@@ -42,9 +43,11 @@ def new_run_id() -> str:
 
 
 class Tracker:
-    """A W&B run named ``<algo>_seed-<seed>`` that is resumed under its stored id."""
+    """A W&B run named ``<algo>_seed-<seed>`` that is resumed under its stored id; every record also goes
+    to the local ``metrics_log`` when one is given."""
 
-    def __init__(self, config: TrainConfig, run_id: str) -> None:
+    def __init__(self, config: TrainConfig, run_id: str, metrics_log: MetricsLog | None = None) -> None:
+        self.metrics_log = metrics_log
         mode = resolve_wandb_mode(config.wandb_mode)
         if mode == "offline" and config.wandb_mode is None:
             print("W&B: no API key found, logging offline; upload later with `wandb sync <wandb dir>`",
@@ -67,7 +70,9 @@ class Tracker:
         return getattr(self.run, "url", None) or None
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
-        """Log ``metrics`` at environment step ``step``."""
+        """Log ``metrics`` at environment step ``step`` (to W&B and to the local metrics log)."""
+        if self.metrics_log is not None:
+            self.metrics_log.append(metrics, step)
         self.run.log({**metrics, "global_step": step})
 
     def finish(self, exit_code: int = 0) -> None:

@@ -7,8 +7,11 @@ the run's newest checkpoint when there is one.
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import signal
 import sys
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -21,18 +24,19 @@ from tqdm import tqdm
 
 from rlhelpers.buffer import RolloutBuffer
 from rlhelpers.checkpoint import RunDirectory
-from rlhelpers.config import TrainConfig, config_differences, validate
+from rlhelpers.config import EVAL_SEED_OFFSET, TrainConfig, config_differences, validate
 from rlhelpers.envs import atari_game, final_observations, finished_episodes, make_vec_env
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import evaluate_policy
 from rlhelpers.losses import LOSSES, state_value
-from rlhelpers.networks import ActorCritic, build_model, sample_actions
+from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
+from rlhelpers.networks import ActorCritic, build_model, resolve_precision, sample_actions
 from rlhelpers.optim import RMSpropTFLike
+from rlhelpers.provenance import session_provenance
 from rlhelpers.runlock import RunLock
 from rlhelpers.tracking import Tracker, new_run_id
 
-CHECKPOINT_FORMAT = 1
-EVAL_SEED_OFFSET = 1_000_000  # evaluation envs never share seeds with training envs
+CHECKPOINT_FORMAT = 2
 
 
 def resolve_device(device: str) -> torch.device:
@@ -44,11 +48,19 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def resolve_config(config: TrainConfig) -> TrainConfig:
+    """The validated config with ``precision`` resolved to what this machine will run (fp32 or bf16)."""
+    validate(config)
+    device = resolve_device(config.device)
+    precision = resolve_precision(config.precision, device, image_obs=atari_game(config.env_id) is not None)
+    return dataclasses.replace(config, precision=precision)
+
+
 class Trainer:
     """One actor-critic learner: training envs, model, optimizer, rollout storage and counters."""
 
     def __init__(self, config: TrainConfig, model: ActorCritic | None = None) -> None:
-        self.config = validate(config)
+        config = self.config = resolve_config(config)
         self.device = resolve_device(config.device)
         if config.torch_threads:
             # On an idle 2-core machine torch's default (2 threads) trains ~1.35x faster than 1 thread;
@@ -56,12 +68,13 @@ class Trainer:
             torch.set_num_threads(config.torch_threads)
         torch.manual_seed(config.seed)
         random.seed(config.seed)
-        self.env = make_vec_env(config.env_id, config.n_envs)
+        self.env = make_vec_env(config.env_id, config.n_envs, num_threads=config.env_threads)
         self.eval_env = None
         obs_space = self.env.single_observation_space
         self.n_actions = int(self.env.single_action_space.n)
         self.clip_rewards = atari_game(config.env_id) is not None
-        model = model or build_model(obs_space.shape, self.n_actions, config.algo, config.hidden_size)
+        if model is None:
+            model = build_model(obs_space.shape, self.n_actions, config.algo, config.hidden_size, config.precision)
         self.model = model.to(self.device)
         self.optimizer = RMSpropTFLike(self.model.parameters(), lr=config.lr, alpha=config.rms_alpha,
                                        eps=config.rms_eps)
@@ -74,6 +87,8 @@ class Trainer:
         self.episode_lengths: deque[int] = deque(maxlen=100)
         self.n_episodes = 0
         self.eval_history: list[dict[str, Any]] = []
+        self.sessions: list[dict[str, Any]] = []  # provenance of each training session
+        self.train_seconds = 0.0  # wall-clock time spent training (evaluations included), over all sessions
         self.obs = self._reset_envs(config.seed)
 
     def _reset_envs(self, seed: int) -> torch.Tensor:
@@ -137,14 +152,27 @@ class Trainer:
         """Evaluate the current policy and append ``{"step", "returns", "lengths"}`` to the history."""
         cfg = self.config
         if self.eval_env is None:
-            self.eval_env = make_vec_env(cfg.env_id, min(cfg.n_eval_envs, cfg.n_eval_episodes))
+            self.eval_env = make_vec_env(cfg.env_id, min(cfg.n_eval_envs, cfg.n_eval_episodes),
+                                         num_threads=cfg.env_threads)
         seed = cfg.seed + EVAL_SEED_OFFSET + len(self.eval_history) * self.eval_env.num_envs
         self.model.eval()
         returns, lengths = evaluate_policy(self.model, self.eval_env, cfg.n_eval_episodes, seed, self.device)
         self.model.train()
-        record = {"step": self.num_timesteps, "returns": returns, "lengths": lengths}
+        record = {"step": self.num_timesteps, "returns": returns, "lengths": lengths,
+                  "time": round(time.time(), 3), "train_seconds": round(self.train_seconds, 3)}
         self.eval_history.append(record)
         return record
+
+    def begin_session(self) -> None:
+        """Record the provenance of the session that trains from the current step on."""
+        cfg = self.config
+        self.sessions.append(session_provenance(self.device, cfg.precision, cfg.env_threads, self.num_timesteps))
+
+    def snapshot(self) -> dict[str, Any]:
+        """Model weights and what rebuilds the model (no optimizer): the analysis's view of the policy."""
+        return {"step": self.num_timesteps, "config": self.config.to_dict(),
+                "obs_shape": list(self.env.single_observation_space.shape), "n_actions": self.n_actions,
+                "model": self.model.state_dict()}
 
     def state_dict(self) -> dict[str, Any]:
         """Full training state; only tensors and plain Python values (loads with weights_only=True)."""
@@ -159,12 +187,17 @@ class Trainer:
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
             "eval_history": self.eval_history,
+            "sessions": self.sessions,
+            "train_seconds": self.train_seconds,
             "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict``; training envs restart from a reset seeded by the step count."""
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise RLHelpersError(f"checkpoint format {state.get('format')!r} is not this version's "
+                                 f"({CHECKPOINT_FORMAT}); resume it with the rlhelpers version that wrote it")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.num_timesteps = int(state["num_timesteps"])
@@ -173,6 +206,8 @@ class Trainer:
         self.episode_returns.extend(state["episode_returns"])
         self.episode_lengths.extend(state["episode_lengths"])
         self.eval_history = list(state["eval_history"])
+        self.sessions = list(state["sessions"])
+        self.train_seconds = float(state["train_seconds"])
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
         if torch.cuda.is_available() and state["rng"]["cuda"]:
@@ -203,8 +238,30 @@ class RunResult:
     wandb_run_id: str
 
 
-def _history_record(config: TrainConfig, run_id: str, history: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"run_name": config.run_name, "wandb_run_id": run_id, "config": config.to_dict(), "history": history}
+def _history_record(trainer: Trainer, run_id: str) -> dict[str, Any]:
+    config = trainer.config
+    return {"run_name": config.run_name, "wandb_run_id": run_id, "config": config.to_dict(),
+            "provenance": trainer.sessions, "history": trainer.eval_history}
+
+
+class _StopRequest:
+    """Turns SIGTERM into a request that the loop honours between updates: checkpoint, then return."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> _StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
 
 
 def _check_resumable(saved: dict[str, Any], config: TrainConfig, where: Path) -> None:
@@ -220,10 +277,10 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
 
     Evaluates at step 0 and every ``eval_interval`` steps and at the end of the budget, checkpoints
     after each evaluation and every ``checkpoint_interval_s`` seconds, and stops at
-    ``total_timesteps`` or once the mean evaluation return exceeds ``stop_return``.
+    ``total_timesteps`` or once the mean evaluation return exceeds ``stop_return``. Saves the model
+    weights every ``snapshot_interval`` steps and at the end. SIGTERM checkpoints and returns.
     """
-    validate(config)
-    resolve_device(config.device)
+    config = resolve_config(config)
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
     saved_record = run_dir.read_history()
     if saved_record is not None:
@@ -249,9 +306,14 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         if state is not None:
             trainer.load_state_dict(state)
             print(f"Resuming {config.run_name} from step {trainer.num_timesteps:,} ({run_dir.path})", file=sys.stderr)
-        run_dir.write_history(_history_record(config, run_id, trainer.eval_history))
-        tracker = Tracker(config, run_id)
-        stop_reason = _train_loop(trainer, run_dir, lock, tracker, run_id, show_progress)
+        trainer.begin_session()
+        metrics_log = MetricsLog(run_dir.path / METRICS_FILE)
+        # Lines logged after the checkpoint belong to work that is about to be redone.
+        metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
+        run_dir.write_history(_history_record(trainer, run_id))
+        tracker = Tracker(config, run_id, metrics_log)
+        with _StopRequest() as stop:
+            stop_reason = _train_loop(trainer, run_dir, lock, tracker, run_id, show_progress, stop)
         return RunResult(run_dir.path, trainer.num_timesteps, trainer.eval_history, stop_reason, tracker.url, run_id)
     except BaseException:
         if tracker is not None:
@@ -267,17 +329,26 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
 
 
 def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker: Tracker,
-                run_id: str, show_progress: bool) -> str:
+                run_id: str, show_progress: bool, stop: _StopRequest) -> str:
     cfg = trainer.config
+    clock = time.monotonic()
+
+    def tick() -> None:
+        nonlocal clock
+        now = time.monotonic()
+        trainer.train_seconds += now - clock
+        clock = now
 
     def save() -> None:
+        tick()
         state = trainer.state_dict()
         state["wandb_run_id"] = run_id
         run_dir.save_checkpoint(state, trainer.num_timesteps, cfg.keep_checkpoints)
-        run_dir.write_history(_history_record(cfg, run_id, trainer.eval_history))
+        run_dir.write_history(_history_record(trainer, run_id))
         lock.heartbeat()
 
     def evaluate() -> float:
+        tick()
         record = trainer.evaluate()
         score = mean_return(record)
         tracker.log({"eval/mean_return": score, "eval/std_return": float(np.std(record["returns"])),
@@ -289,8 +360,13 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
     def reached(history: list[dict[str, Any]]) -> bool:
         return bool(history) and mean_return(history[-1]) > cfg.stop_return
 
+    def finish(reason: str) -> str:
+        run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
+        return reason
+
     last_eval_step = trainer.eval_history[-1]["step"] if trainer.eval_history else None
     next_eval = 0 if last_eval_step is None else (last_eval_step // cfg.eval_interval + 1) * cfg.eval_interval
+    next_snapshot = -(-trainer.num_timesteps // cfg.snapshot_interval) * cfg.snapshot_interval
     # In a notebook every refresh is kept in the saved output: refresh rarely there (tqdm's monitor
     # would otherwise force one every 10-15 s).
     mininterval = 1.0 if sys.stderr.isatty() else 30.0
@@ -308,11 +384,14 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
         last_save = time.monotonic()
         log_time, log_steps = time.monotonic(), trainer.num_timesteps
         while True:
+            if trainer.num_timesteps >= next_snapshot:
+                run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
+                next_snapshot = (trainer.num_timesteps // cfg.snapshot_interval + 1) * cfg.snapshot_interval
             if trainer.num_timesteps >= next_eval:
                 next_eval = (trainer.num_timesteps // cfg.eval_interval + 1) * cfg.eval_interval
                 last_eval_step = trainer.num_timesteps
                 if evaluate() > cfg.stop_return:
-                    return "stop_return"
+                    return finish("stop_return")
                 last_save = time.monotonic()
             if trainer.num_timesteps >= cfg.total_timesteps:
                 break
@@ -334,11 +413,14 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
                 stats_sum, stats_count = None, 0
                 log_time, log_steps = now, trainer.num_timesteps
                 lock.heartbeat()
+            if stop.requested:
+                save()
+                return "stopped by SIGTERM"
             if time.monotonic() - last_save >= cfg.checkpoint_interval_s:
                 save()
                 last_save = time.monotonic()
         if last_eval_step != trainer.num_timesteps and evaluate() > cfg.stop_return:
-            return "stop_return"
-        return "total_timesteps"
+            return finish("stop_return")
+        return finish("total_timesteps")
     finally:
         bar.close()

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import wandb
 from wandb.proto import wandb_internal_pb2
 
+import wandb
 from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, checkpoint_name
 from rlhelpers.config import TrainConfig
 from rlhelpers.errors import RLHelpersError
+from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runlock import LOCK_FILE, RunLock
 from rlhelpers.trainer import train
 
@@ -230,6 +231,9 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     assert checkpoints[TOTAL_STEPS]["eval_history"] == record["history"]
     assert not list(run_dir.path.glob("*.tmp")) and not (run_dir.path / LOCK_FILE).exists()
     assert not any((tmpdir / "rlhelpers-staging").glob("*/*"))
+    # The local metrics log holds every evaluation exactly once, whatever was logged before a kill.
+    metrics = read_metrics(run_dir.path / METRICS_FILE)
+    assert [m["global_step"] for m in metrics if "eval/mean_return" in m] == expected
     run_id = record["wandb_run_id"]
     wandb_runs = list((tmp_path / "wandb-dir" / "wandb").glob("offline-run-*"))
     assert wandb_runs and all(p.name.endswith(f"-{run_id}") for p in wandb_runs)
@@ -354,7 +358,7 @@ def test_read_only_run_directory_is_a_clear_error(tmp_path: Path, monkeypatch: p
     config = cartpole(tmp_path)
     train(config, show_progress=False)
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
-    before = {path: path.read_bytes() for path in run_dir.path.iterdir()}
+    before = {path: path.read_bytes() for path in run_dir.path.rglob("*") if path.is_file()}
     real_open = os.open
 
     def read_only_open(path, flags, *args, **kwargs):  # noqa: ANN001, ANN202 -- a read-only mount, even for root
@@ -365,7 +369,7 @@ def test_read_only_run_directory_is_a_clear_error(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(os, "open", read_only_open)
     with pytest.raises(RLHelpersError, match="cannot write in run directory .*Read-only file system"):
         train(cartpole(tmp_path, total_timesteps=800), show_progress=False)
-    assert {path: path.read_bytes() for path in run_dir.path.iterdir()} == before
+    assert {path: path.read_bytes() for path in run_dir.path.rglob("*") if path.is_file()} == before
 
 
 def test_disk_full_during_a_checkpoint_write_keeps_the_previous_one(tmp_path: Path,

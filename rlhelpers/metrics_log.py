@@ -1,0 +1,68 @@
+"""The run's local metrics log, ``metrics.jsonl``: every line sent to W&B, one JSON object per line.
+
+Each line holds ``global_step``, the wall-clock ``time`` and the metrics. It lives in the run
+directory (on Drive on Colab), so it survives what W&B's local folder does not, and it is the
+source of the report's diagnostic plots. On resume, lines logged after the checkpoint's step are
+dropped (``drop_after``), so a step never appears twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from rlhelpers.errors import RLHelpersError
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def _parse(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None  # the partial last line of a writer killed mid-append
+    return record if isinstance(record, dict) and "global_step" in record else None
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every complete record of a metrics log, in file order ([] when there is none)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [r for r in map(_parse, path.read_text().splitlines()) if r is not None]
+
+
+class MetricsLog:
+    """Appends metric records to one ``metrics.jsonl``."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def drop_after(self, step: int) -> int:
+        """Keep only complete records with ``global_step <= step``; return how many were dropped."""
+        if not self.path.exists():
+            return 0
+        lines = self.path.read_text().splitlines()
+        kept = [line for line in lines if (record := _parse(line)) is not None and record["global_step"] <= step]
+        if len(kept) == len(lines):
+            return 0
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, self.path)
+        return len(lines) - len(kept)
+
+    def append(self, metrics: dict[str, Any], step: int) -> None:
+        """Write one record: ``global_step``, ``time`` and ``metrics`` (non-finite floats as null)."""
+        record = {"global_step": step, "time": round(time.time(), 3)}
+        for key, value in metrics.items():
+            record[key] = None if isinstance(value, float) and not math.isfinite(value) else value
+        try:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as exc:
+            raise RLHelpersError(f"cannot write {self.path}: {exc.strerror or exc}; "
+                                 "free disk space or choose a writable --runs-dir") from exc

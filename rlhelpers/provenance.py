@@ -1,0 +1,71 @@
+"""What produced a run: code version, library versions, hardware and numerics of one training session."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit(path: Path = PACKAGE_DIR) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the git checkout holding ``path``; (None, None) outside one (e.g. a wheel install).
+
+    ``dirty`` is True when tracked files differ from that commit.
+    """
+    try:
+        commit = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        changes = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return commit, bool(changes)
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def session_provenance(device: torch.device, precision: str, env_threads: int, start_step: int) -> dict[str, Any]:
+    """One training session's record: from which step, with which code, libraries, hardware and numerics."""
+    commit, dirty = git_commit()
+    return {
+        "start_step": start_step,
+        "start_time": time.time(),
+        "rlhelpers": _version("rlhelpers"),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "gymnasium": _version("gymnasium"),
+        "ale_py": _version("ale-py"),
+        "numpy": _version("numpy"),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "precision": precision,
+        "torch_threads": torch.get_num_threads(),
+        "env_threads": env_threads,
+    }

@@ -1,0 +1,177 @@
+"""What a run leaves for the report: precision in its identity, provenance, the metrics log, model
+snapshots, and a checkpoint when it is asked to stop with SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlhelpers.checkpoint import SNAPSHOT_DIR, RunDirectory
+from rlhelpers.config import TrainConfig
+from rlhelpers.errors import RLHelpersError
+from rlhelpers.metrics_log import METRICS_FILE, MetricsLog, read_metrics
+from rlhelpers.networks import NatureEncoder, build_model, cpu_has_native_bf16, resolve_precision
+from rlhelpers.provenance import git_commit
+from rlhelpers.runlock import LOCK_FILE
+from rlhelpers.trainer import resolve_config, train
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cartpole(tmp_path: Path, total: int, **overrides: object) -> TrainConfig:
+    values = dict(algo="task1", env_id="CartPole-v1", total_timesteps=total, n_envs=4, eval_interval=1_000,
+                  n_eval_episodes=2, n_eval_envs=2, stop_return=1e9, snapshot_interval=1_000,
+                  runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu")
+    return TrainConfig(**{**values, **overrides})
+
+
+# ---------------------------------------------------------------- precision
+
+def test_precision_resolution() -> None:
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert resolve_precision("auto", cuda) == "fp32"
+    assert resolve_precision("auto", cpu, image_obs=False) == "fp32"
+    assert resolve_precision("auto", cpu) == ("bf16" if cpu_has_native_bf16() else "fp32")
+    assert resolve_precision("bf16", cuda) == "bf16" and resolve_precision("fp32", cpu) == "fp32"
+    assert resolve_config(TrainConfig(env_id="CartPole-v1", device="cpu")).precision == "fp32"
+    with pytest.raises(ValueError, match="unresolved precision"):
+        build_model((4,), 2, "a2c", precision="auto")
+
+
+def test_bf16_encoder_runs_in_bfloat16_and_stays_close_to_fp32() -> None:
+    torch.manual_seed(0)
+    fp32 = NatureEncoder(4, bf16=False)
+    bf16 = NatureEncoder(4, bf16=True)
+    bf16.load_state_dict(fp32.state_dict())
+    frames = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
+    a, b = fp32(frames), bf16(frames)
+    assert b.dtype == torch.float32
+    assert not torch.equal(a, b)  # the arithmetic really differs
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
+
+
+def test_resume_with_another_precision_is_refused(tmp_path: Path) -> None:
+    train(cartpole(tmp_path, 200, precision="fp32"), show_progress=False)
+    saved = RunDirectory(tmp_path / "task1_seed-0").read_history()
+    assert saved["config"]["precision"] == "fp32"
+    with pytest.raises(RLHelpersError, match="precision: saved 'fp32' != requested 'bf16'"):
+        train(cartpole(tmp_path, 400, precision="bf16"), show_progress=False)
+    train(cartpole(tmp_path, 400, precision="auto"), show_progress=False)  # auto resolves to fp32 here
+
+
+def test_unknown_precision_is_named() -> None:
+    from rlhelpers.config import validate
+
+    with pytest.raises(RLHelpersError, match="unknown precision 'fp8'"):
+        validate(TrainConfig(precision="fp8"))
+
+
+# ---------------------------------------------------------------- provenance, metrics, snapshots
+
+def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -> None:
+    train(cartpole(tmp_path, 2_000), show_progress=False)
+    train(cartpole(tmp_path, 3_000), show_progress=False)
+    record = RunDirectory(tmp_path / "task1_seed-0").read_history()
+    first, second = record["provenance"]
+    assert (first["start_step"], second["start_step"]) == (0, 2_000)
+    for key in ("rlhelpers", "torch", "gymnasium", "ale_py", "numpy", "python", "device_name", "cpu_count"):
+        assert first[key], key
+    assert first["device"] == "cpu" and first["precision"] == "fp32" and first["torch_threads"] >= 1
+    assert first["torch"] == str(torch.__version__)
+    commit, _ = git_commit(REPO)
+    assert first["git_commit"] == commit  # None only where the package is not in a git checkout
+    history = record["history"]
+    assert [p["step"] for p in history] == [0, 1_000, 2_000, 3_000]
+    times = [p["time"] for p in history]
+    seconds = [p["train_seconds"] for p in history]
+    assert times == sorted(times) and abs(times[0] - first["start_time"]) < 60
+    assert seconds == sorted(seconds) and seconds[0] >= 0 and seconds[-1] < time.time() - first["start_time"] + 1
+
+
+def test_metrics_log_mirrors_what_is_logged(tmp_path: Path) -> None:
+    train(cartpole(tmp_path, 30_000, eval_interval=10_000), show_progress=False)
+    run_path = tmp_path / "task1_seed-0"
+    metrics = read_metrics(run_path / METRICS_FILE)
+    history = RunDirectory(run_path).read_history()["history"]
+    evals = [m for m in metrics if "eval/mean_return" in m]
+    assert [m["global_step"] for m in evals] == [p["step"] for p in history]
+    assert [m["eval/mean_return"] for m in evals] == pytest.approx([sum(p["returns"]) / 2 for p in history])
+    training = [m for m in metrics if "losses/loss" in m]
+    assert [m["global_step"] for m in training] == [10_000, 20_000, 30_000]
+    for key in ("losses/entropy", "losses/explained_variance", "losses/grad_norm", "charts/fps",
+                "charts/episode_return"):
+        assert all(isinstance(m[key], float) for m in training), key
+
+
+def test_metrics_log_drops_lines_after_the_resumed_step(tmp_path: Path) -> None:
+    log = MetricsLog(tmp_path / METRICS_FILE)
+    for step in (0, 100, 200, 300):
+        log.append({"x": float(step)}, step)
+    with open(log.path, "a") as f:
+        f.write('{"global_step": 400, "x": 4')  # the partial line of a writer killed mid-append
+    assert log.drop_after(200) == 2  # step 300 and the partial line
+    assert [m["global_step"] for m in read_metrics(log.path)] == [0, 100, 200]
+    assert log.drop_after(200) == 0
+    log.append({"x": float("nan")}, 300)
+    assert read_metrics(log.path)[-1]["x"] is None  # JSON has no NaN
+
+
+def test_resume_drops_metrics_logged_after_the_checkpoint(tmp_path: Path) -> None:
+    config = cartpole(tmp_path, 2_000)
+    train(config, show_progress=False)
+    path = tmp_path / "task1_seed-0" / METRICS_FILE
+    MetricsLog(path).append({"eval/mean_return": 1.0}, 2_500)  # logged by a session that died before saving
+    train(cartpole(tmp_path, 3_000), show_progress=False)
+    evals = [m["global_step"] for m in read_metrics(path) if "eval/mean_return" in m]
+    assert evals == [0, 1_000, 2_000, 3_000]
+
+
+def test_snapshots_every_interval_rebuild_the_model(tmp_path: Path) -> None:
+    train(cartpole(tmp_path, 2_500), show_progress=False)
+    run = RunDirectory(tmp_path / "task1_seed-0")
+    snapshots = sorted((run.path / SNAPSHOT_DIR).glob("model-*.pt"))
+    assert [p.name for p in snapshots] == [f"model-{s:012d}.pt" for s in (0, 1_000, 2_000, 2_500)]
+    final = torch.load(snapshots[-1], weights_only=True)
+    assert final["step"] == 2_500 and "optimizer" not in final
+    model = build_model(tuple(final["obs_shape"]), final["n_actions"], final["config"]["algo"],
+                        final["config"]["hidden_size"], final["config"]["precision"])
+    model.load_state_dict(final["model"])
+    newest = run.load_latest_checkpoint()
+    assert newest["num_timesteps"] == 2_500
+    assert all(torch.equal(final["model"][k], v) for k, v in newest["model"].items())
+    first = torch.load(snapshots[0], weights_only=True)
+    assert not torch.equal(first["model"]["policy_head.weight"], final["model"]["policy_head.weight"])
+
+
+# ---------------------------------------------------------------- SIGTERM
+
+def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    command = [sys.executable, "-m", "rlhelpers", "train", "--env-id", "CartPole-v1", "--n-envs", "4",
+               "--total-timesteps", "10000000", "--eval-interval", "1000000", "--n-eval-episodes", "2",
+               "--n-eval-envs", "2", "--checkpoint-interval-s", "3600", "--runs-dir", str(runs),
+               "--wandb-mode", "disabled", "--device", "cpu"]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    run = RunDirectory(runs / "a2c_seed-0")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(
+            m["global_step"] >= 20_000 for m in read_metrics(run.path / METRICS_FILE)):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "(stopped by SIGTERM)" in out
+    newest = run.load_latest_checkpoint()["num_timesteps"]
+    assert newest >= 20_000  # well past the step-0 checkpoint of the first evaluation
+    assert max(m["global_step"] for m in read_metrics(run.path / METRICS_FILE)) <= newest
+    assert not (run.path / LOCK_FILE).exists()
+    assert json.loads(run.history_path.read_text())["history"][-1]["step"] == 0
