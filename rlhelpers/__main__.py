@@ -1,4 +1,4 @@
-"""Command line: ``python -m rlhelpers train ...`` and ``python -m rlhelpers plot ...``."""
+"""Command line: ``python -m rlhelpers train | campaign | status | plot``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rlhelpers.config import ENV_DEPENDENT_FIELDS, TrainConfig
 from rlhelpers.errors import RLHelpersError
 
 _TYPES = {"int": int, "float": float, "str": str}
+RUN_FIELDS = ("algo", "seed")  # set per run by the campaign
 
 
 def _option_type(annotation: str):  # noqa: ANN202
@@ -17,16 +18,26 @@ def _option_type(annotation: str):  # noqa: ANN202
     return _TYPES[annotation.split("|")[0].strip()]
 
 
-def _add_config_options(parser: argparse.ArgumentParser) -> None:
+def _option(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (),
+                        overrides: dict[str, str] | None = None) -> None:
+    """One option per TrainConfig field; with ``overrides`` (field -> default text) the defaults are left
+    out of the namespace (argparse.SUPPRESS), so only the options given on the command line appear."""
     hints = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
     for f in dataclasses.fields(TrainConfig):
-        default = f.default
-        default_text = "set by algo and env" if f.name in ENV_DEPENDENT_FIELDS else default
+        if f.name in skip:
+            continue
+        default_text = "set by algo and env" if f.name in ENV_DEPENDENT_FIELDS else f.default
+        if overrides is not None:
+            default_text = overrides.get(f.name, default_text)
         parser.add_argument(
-            f"--{f.name.replace('_', '-')}",
+            _option(f.name),
             dest=f.name,
             type=_option_type(str(hints[f.name])),
-            default=default,
+            default=f.default if overrides is None else argparse.SUPPRESS,
             help=f"{f.metadata['help']} (default: {default_text})",
         )
 
@@ -38,6 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
     train_parser = commands.add_parser("train", help="train or resume one run (algo, seed)",
                                        description="Train one run, or resume it from its newest checkpoint.")
     _add_config_options(train_parser)
+    campaign_parser = commands.add_parser(
+        "campaign", help="train or resume all six runs of the report, N at a time",
+        description="Train or resume a2c, task1 and task2 with seeds 0 and 100, each in its own process "
+                    "logging to <runs-dir>/<run>/train.log. Finished runs are skipped, runs trained by "
+                    "another live process are left alone. Ctrl-C or SIGTERM checkpoints and stops every run.")
+    campaign_parser.add_argument("--parallel", type=int, default=None,
+                                 help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
+    _add_config_options(campaign_parser, skip=RUN_FIELDS, overrides={
+        "torch_threads": "1 when several runs share a CPU, else torch's default"})
+    status_parser = commands.add_parser("status", help="one line per report run: steps, evaluations, speed, state",
+                                        description="Print the state of the report's six runs from their files.")
+    status_parser.add_argument("--runs-dir", default="runs",
+                               help="directory holding the run directories (default: runs)")
     plot_parser = commands.add_parser("plot", help="draw the comparison plot from the runs present",
                                       description="Draw the comparison plot from every eval_history.json found.")
     plot_parser.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
@@ -46,24 +70,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _train(args: argparse.Namespace) -> int:
+    from rlhelpers.trainer import mean_return, train
+
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
+    result = train(TrainConfig(**values))
+    summary = ""
+    if result.eval_history:
+        last = result.eval_history[-1]
+        summary = f"; last evaluation {mean_return(last):.2f} at step {last['step']:,}"
+    print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}){summary}")
+    return 0
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from rlhelpers.campaign import default_parallel, run_campaign
+    from rlhelpers.config import validate
+    from rlhelpers.trainer import resolve_device
+
+    given = {name: value for name, value in vars(args).items() if name not in ("command", "parallel")}
+    parallel = args.parallel if args.parallel is not None else default_parallel()
+    device = resolve_device(given.get("device", "auto"))
+    if parallel > 1 and device.type == "cpu":
+        given.setdefault("torch_threads", 1)
+    config = validate(TrainConfig(**given))  # checks the shared options once, before any run starts
+    # The children get the runs directory as an absolute path from run_campaign.
+    train_args = [part for name, value in given.items() if name != "runs_dir" for part in (_option(name), str(value))]
+    return run_campaign(config, train_args, parallel)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "train":
-            from rlhelpers.trainer import mean_return, train
+            return _train(args)
+        if args.command == "campaign":
+            return _campaign(args)
+        if args.command == "status":
+            from rlhelpers.campaign import status_table
 
-            values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
-            result = train(TrainConfig(**values))
-            summary = ""
-            if result.eval_history:
-                last = result.eval_history[-1]
-                summary = f"; last evaluation {mean_return(last):.2f} at step {last['step']:,}"
-            print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}){summary}")
-        else:
-            from rlhelpers.plotting import plot_comparison
+            print(status_table(args.runs_dir))
+            return 0
+        from rlhelpers.plotting import plot_comparison
 
-            _, missing = plot_comparison(args.runs_dir, args.out)
-            print(f"wrote {args.out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
+        _, missing = plot_comparison(args.runs_dir, args.out)
+        print(f"wrote {args.out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
     except RLHelpersError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -35,8 +35,9 @@ def _pid_alive(pid: int) -> bool:
 class RunLock:
     """Exclusive ownership of a run directory, refreshed by ``heartbeat()`` while training."""
 
-    def __init__(self, run_dir: str | os.PathLike, stale_after_s: float = 300.0, beat_every_s: float = 30.0) -> None:
-        self.path = Path(run_dir) / LOCK_FILE
+    def __init__(self, run_dir: str | os.PathLike, stale_after_s: float = 300.0, beat_every_s: float = 30.0,
+                 file_name: str = LOCK_FILE) -> None:
+        self.path = Path(run_dir) / file_name
         self.stale_after_s = stale_after_s
         self.beat_every_s = beat_every_s
         self.owner = {"host": socket.gethostname(), "pid": os.getpid()}
@@ -65,6 +66,12 @@ class RunLock:
         if owner.get("host") == self.owner["host"]:
             return _pid_alive(int(owner.get("pid", -1)))
         return time.time() - float(owner.get("heartbeat", 0.0)) < self.stale_after_s
+
+    def live_owner(self) -> dict | None:
+        """The record (host, pid, heartbeat) of another process that holds this lock and is alive, else None."""
+        owner = self._read() or {}
+        is_self = owner.get("pid") == self.owner["pid"] and owner.get("host") == self.owner["host"]
+        return owner if owner and not is_self and self._owner_alive(owner) else None
 
     def _record(self) -> bytes:
         now = time.time()

@@ -1,0 +1,221 @@
+"""The report's six runs as one job: train or resume them N at a time, and report their state.
+
+``run_campaign`` starts each unfinished run of the report as its own ``python -m rlhelpers train``
+process, logging to ``<runs_dir>/<run>/train.log``, and starts the next one when one ends. A run
+that another live process trains is left alone, and a second campaign on the same runs directory
+exits at once, so starting the campaign twice is harmless. SIGTERM or Ctrl-C stops the campaign:
+it passes SIGTERM to its children, which checkpoint and exit. On Linux the children also get
+SIGTERM if the campaign itself is killed.
+
+``run_status`` reads only files (history, metrics log, lock), so it works beside a running campaign.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.config import TrainConfig
+from rlhelpers.errors import RLHelpersError
+from rlhelpers.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runlock import RunLock
+
+# The report's runs in the order the campaign trains them: both seed-0 runs of a2c and task1 first.
+CAMPAIGN_RUNS = (("a2c", 0), ("task1", 0), ("task2", 0), ("a2c", 100), ("task1", 100), ("task2", 100))
+CAMPAIGN_LOCK = "campaign.json"
+TRAIN_LOG = "train.log"
+RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
+PR_SET_PDEATHSIG = 1
+
+
+def default_parallel() -> int:
+    """Runs trained at once: 1 on a GPU (one run fills it), 2 on a CPU (one run's env steps overlap
+    the other's network work)."""
+    return 1 if torch.cuda.is_available() else 2
+
+
+@dataclass
+class RunStatus:
+    """What the files of one run say about it."""
+
+    run_name: str
+    steps: int
+    total_timesteps: int | None
+    last_mean: float | None
+    last_sem: float | None
+    best_mean: float | None
+    steps_per_s: float | None
+    state: str
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds to the budget at the recent rate, while the run is running."""
+        if self.state != "running" or not self.steps_per_s or self.total_timesteps is None:
+            return None
+        return max(self.total_timesteps - self.steps, 0) / self.steps_per_s
+
+
+def _mean_sem(returns: list[float]) -> tuple[float, float]:
+    values = np.asarray(returns, dtype=float)
+    sem = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return float(values.mean()), float(sem)
+
+
+def _recent_rate(metrics: list[dict[str, Any]]) -> float | None:
+    """Environment steps per second over the last RATE_WINDOW_S of the latest session's records."""
+    if len(metrics) < 2:
+        return None
+    last = metrics[-1]
+    first = last
+    for record in reversed(metrics[:-1]):
+        if record["global_step"] >= first["global_step"] or last["time"] - record["time"] > RATE_WINDOW_S:
+            break  # a step that goes back is the start of a resumed session
+        first = record
+    elapsed = last["time"] - first["time"]
+    return (last["global_step"] - first["global_step"]) / elapsed if elapsed > 0 else None
+
+
+def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_return: float | None = None) -> RunStatus:
+    """State of one run from its files: ``running``, ``finished``, ``stopped at > X``, ``paused`` or
+    ``not started``. ``total_timesteps`` and ``stop_return`` default to the run's saved config."""
+    run = RunDirectory(run_dir)
+    record = run.read_history() or {}
+    config = record.get("config", {})
+    history = record.get("history", [])
+    metrics = read_metrics(run.path / METRICS_FILE)
+    total = total_timesteps if total_timesteps is not None else config.get("total_timesteps")
+    stop = stop_return if stop_return is not None else config.get("stop_return")
+    steps = max([int(h["step"]) for h in history[-1:]] + [int(m["global_step"]) for m in metrics[-1:]] + [0])
+    last_mean = last_sem = best_mean = None
+    if history:
+        last_mean, last_sem = _mean_sem(history[-1]["returns"])
+        best_mean = max(_mean_sem(h["returns"])[0] for h in history)
+    if run.path.is_dir() and RunLock(run.path).live_owner() is not None:
+        state = "running"
+    elif last_mean is not None and stop is not None and last_mean > stop:
+        state = f"stopped at > {stop:g}"
+    elif history and total is not None and int(history[-1]["step"]) >= total:
+        state = "finished"
+    elif history or metrics:
+        state = "paused"
+    else:
+        state = "not started"
+    return RunStatus(run.path.name, steps, total, last_mean, last_sem, best_mean, _recent_rate(metrics), state)
+
+
+def _fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours}h{rest // 60:02d}m"
+
+
+def status_table(runs_dir: str | Path) -> str:
+    """One line per report run: steps, last evaluation (mean ± s.e.), best, steps/s, ETA, state."""
+    header = f"{'run':<15} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"
+    lines = [header]
+    for algo, seed in CAMPAIGN_RUNS:
+        s = run_status(Path(runs_dir) / f"{algo}_seed-{seed}")
+        last = f"{s.last_mean:.2f} ± {s.last_sem:.2f}" if s.last_mean is not None else "-"
+        best = f"{s.best_mean:.2f}" if s.best_mean is not None else "-"
+        rate = f"{s.steps_per_s:.0f}" if s.steps_per_s is not None and s.state == "running" else "-"
+        lines.append(f"{s.run_name:<15} {s.steps:>11,} {last:>14} {best:>7} {rate:>8} {_fmt_duration(s.eta_s):>7}  "
+                     f"{s.state}")
+    return "\n".join(lines)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to send SIGTERM when the campaign dies (no-op elsewhere)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def _start_run(algo: str, seed: int, runs_dir: Path, train_args: list[str]) -> subprocess.Popen:
+    run_path = runs_dir / f"{algo}_seed-{seed}"
+    run_path.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "rlhelpers", "train", "--algo", algo, "--seed", str(seed),
+               "--runs-dir", str(runs_dir), *train_args]
+    with open(run_path / TRAIN_LOG, "ab") as log:
+        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} campaign: {' '.join(command)}\n".encode())
+        log.flush()
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+
+
+def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0) -> int:
+    """Train or resume every report run that is not finished, ``parallel`` at a time.
+
+    ``config`` holds the options every run shares (its algo and seed are ignored); ``train_args``
+    are the same options as command-line arguments for the children. Returns 0 when every run
+    ended without error, 1 otherwise.
+    """
+    if parallel < 1:
+        raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
+    runs_dir = Path(config.runs_dir).resolve()
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(runs_dir, file_name=CAMPAIGN_LOCK)
+    owner = lock.live_owner()
+    if owner is not None:
+        print(f"a campaign is already running on {runs_dir} (host {owner.get('host')}, pid {owner.get('pid')}); "
+              "`python -m rlhelpers status` shows its runs")
+        return 0
+    lock.acquire()
+    pending = []
+    for algo, seed in CAMPAIGN_RUNS:
+        status = run_status(runs_dir / f"{algo}_seed-{seed}", config.total_timesteps, config.stop_return)
+        if status.state == "running":
+            print(f"{status.run_name}: trained by another process, left alone")
+        elif status.state == "finished" or status.state.startswith("stopped at"):
+            print(f"{status.run_name}: {status.state}, skipped")
+        else:
+            pending.append((algo, seed))
+    running: dict[str, subprocess.Popen] = {}
+    failed: list[str] = []
+    stopping = False
+
+    def request_stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while (pending and not stopping) or running:
+            for name, process in list(running.items()):
+                if process.poll() is not None:
+                    del running[name]
+                    print(f"{name}: ended with exit code {process.returncode} (log: {runs_dir / name / TRAIN_LOG})")
+                    if process.returncode != 0 and not stopping:
+                        failed.append(name)
+            while pending and not stopping and len(running) < parallel:
+                algo, seed = pending.pop(0)
+                running[f"{algo}_seed-{seed}"] = _start_run(algo, seed, runs_dir, train_args)
+                print(f"{algo}_seed-{seed}: started (pid {running[f'{algo}_seed-{seed}'].pid})")
+            if stopping:
+                for process in running.values():
+                    if process.poll() is None:
+                        process.send_signal(signal.SIGTERM)
+                for process in running.values():
+                    process.wait()
+                continue
+            lock.heartbeat()
+            time.sleep(poll_s)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        lock.release()
+    if failed:
+        print(f"failed: {', '.join(failed)}; see their train.log", file=sys.stderr)
+    return 1 if failed else 0

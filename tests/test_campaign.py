@@ -1,0 +1,126 @@
+"""The campaign trains every report run N at a time and leaves others' work alone; status reads the files."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlhelpers.__main__ import main
+from rlhelpers.campaign import CAMPAIGN_LOCK, CAMPAIGN_RUNS, TRAIN_LOG, run_status, status_table
+from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.metrics_log import METRICS_FILE, MetricsLog, read_metrics
+from rlhelpers.runlock import LOCK_FILE
+
+RUN_NAMES = [f"{algo}_seed-{seed}" for algo, seed in CAMPAIGN_RUNS]
+CARTPOLE = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500", "--n-eval-episodes", "2",
+            "--n-eval-envs", "2", "--stop-return", "1000", "--wandb-mode", "disabled", "--device", "cpu"]
+
+
+@pytest.fixture
+def live_pid() -> int:
+    """The pid of a live process on this host that is not the test itself."""
+    proc = subprocess.Popen(["sleep", "300"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def hold_lock(path: Path, pid: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"host": socket.gethostname(), "pid": pid, "heartbeat": time.time()}))
+
+
+def write_history(run_path: Path, means: list[float], total: int = 1_000, stop: float = 18.0) -> None:
+    run_path.mkdir(parents=True)
+    history = [{"step": 500 * i, "returns": [m - 1, m + 1], "lengths": [1, 1]} for i, m in enumerate(means)]
+    run_path.joinpath("eval_history.json").write_text(json.dumps(
+        {"run_name": run_path.name, "config": {"total_timesteps": total, "stop_return": stop}, "history": history}))
+
+
+def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:
+    write_history(tmp_path / "a2c_seed-0", [-21.0, -5.0, 3.0])  # steps 0..1000 = the budget
+    write_history(tmp_path / "task1_seed-0", [-21.0, 19.0])
+    write_history(tmp_path / "task2_seed-0", [-21.0])
+    write_history(tmp_path / "a2c_seed-100", [-21.0])
+    hold_lock(tmp_path / "a2c_seed-100" / LOCK_FILE, live_pid)
+    log = MetricsLog(tmp_path / "a2c_seed-100" / METRICS_FILE)
+    for step in (0, 400, 800):
+        log.append({"charts/fps": 1.0}, step)
+    states = {name: run_status(tmp_path / name).state for name in RUN_NAMES}
+    assert states == {"a2c_seed-0": "finished", "task1_seed-0": "stopped at > 18", "task2_seed-0": "paused",
+                      "a2c_seed-100": "running", "task1_seed-100": "not started", "task2_seed-100": "not started"}
+    running = run_status(tmp_path / "a2c_seed-100")
+    assert running.steps == 800 and running.steps_per_s > 0
+    assert running.eta_s == pytest.approx(200 / running.steps_per_s)
+    finished = run_status(tmp_path / "a2c_seed-0")
+    assert finished.last_mean == 3.0 and finished.last_sem == pytest.approx(1.0) and finished.best_mean == 3.0
+    table = status_table(tmp_path).splitlines()
+    assert len(table) == 7 and table[1].split()[:5] == ["a2c_seed-0", "1,000", "3.00", "±", "1.00"]
+
+
+def test_campaign_trains_all_runs_skips_finished_and_leaves_held_ones(tmp_path: Path, live_pid: int,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    runs = tmp_path / "runs"
+    held = runs / "a2c_seed-0" / LOCK_FILE
+    hold_lock(held, live_pid)
+    args = ["campaign", "--runs-dir", str(runs), "--total-timesteps", "1000", "--parallel", "2", *CARTPOLE]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "a2c_seed-0: trained by another process, left alone" in out
+    assert not (runs / "a2c_seed-0" / "eval_history.json").exists() and held.exists()
+    for name in RUN_NAMES[1:]:
+        record = RunDirectory(runs / name).read_history()
+        assert [p["step"] for p in record["history"]] == [0, 500, 1_000], name
+        session = record["provenance"][0]
+        assert (session["torch_threads"], session["env_threads"]) == (1, 0)  # the CPU campaign's defaults
+        assert "campaign: " in (runs / name / TRAIN_LOG).read_text()
+    starts = sorted((RunDirectory(runs / n).read_history()["provenance"][0]["start_time"],
+                     RunDirectory(runs / n).read_history()["history"][-1]["time"]) for n in RUN_NAMES[1:])
+    for i, (start, _) in enumerate(starts):  # never more than two runs at once
+        assert sum(s <= start < end for s, end in starts[:i]) <= 1
+    assert not (runs / CAMPAIGN_LOCK).exists()
+
+    held.unlink()
+    assert main(args[:-len(CARTPOLE)] + CARTPOLE + ["--total-timesteps", "500"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES[1:])
+    assert "a2c_seed-0: started" in out  # the released run is trained now
+
+
+def test_second_campaign_is_harmless(tmp_path: Path, live_pid: int, capsys: pytest.CaptureFixture) -> None:
+    hold_lock(tmp_path / CAMPAIGN_LOCK, live_pid)
+    assert main(["campaign", "--runs-dir", str(tmp_path), "--total-timesteps", "1000", *CARTPOLE]) == 0
+    assert f"a campaign is already running on {tmp_path}" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CAMPAIGN_LOCK]
+
+
+def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "rlhelpers", "campaign", "--runs-dir", str(runs),
+                             "--total-timesteps", "10000000", "--parallel", "2", "--checkpoint-interval-s", "3600",
+                             *CARTPOLE], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first_two = [runs / name for name in RUN_NAMES[:2]]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not all(
+            any(m["global_step"] >= 10_000 for m in read_metrics(p / METRICS_FILE)) for p in first_two):
+        time.sleep(0.2)
+    children = [json.loads((p / LOCK_FILE).read_text())["pid"] for p in first_two]
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    for path, pid in zip(first_two, children, strict=True):
+        assert RunDirectory(path).load_latest_checkpoint()["num_timesteps"] >= 10_000
+        assert "(stopped by SIGTERM)" in (path / TRAIN_LOG).read_text()
+        assert not (path / LOCK_FILE).exists()
+        with pytest.raises(ProcessLookupError):
+            import os
+
+            os.kill(pid, 0)
+    assert not (runs / RUN_NAMES[2]).exists()  # nothing new was started while stopping
