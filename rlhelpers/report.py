@@ -129,6 +129,7 @@ class RunSummary:
     best_mean: float
     best_step: int
     first_exceed_step: int | None
+    precision: str
     wandb_run_id: str
     wandb_url: str | None
 
@@ -170,6 +171,7 @@ def summarize_runs(runs_dir: str | Path, threshold: float = 18.0,
             best_mean=float(means[best]),
             best_step=int(steps[best]),
             first_exceed_step=above[0] if above else None,
+            precision=config.get("precision", "not recorded"),
             wandb_run_id=run_id,
             wandb_url=wandb_run_url(config.get("wandb_entity") or wandb_entity,
                                     config.get("wandb_project", ""), run_id),
@@ -183,14 +185,14 @@ def results_markdown(rows: list[RunSummary], threshold: float = 18.0) -> str:
         return "_No run with an evaluation found._"
     lines = [
         f"| run | env | steps | last eval return ± s.e. (episodes) | best eval return (step) "
-        f"| steps to exceed {threshold:g} | W&B |",
-        "|---|---|---:|---:|---:|---:|---|",
+        f"| steps to exceed {threshold:g} | precision | W&B |",
+        "|---|---|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         reached = f"{r.first_exceed_step:,}" if r.first_exceed_step is not None else "not reached"
         link = f"[{r.wandb_run_id}]({r.wandb_url})" if r.wandb_url else f"`{r.wandb_run_id}` (no entity: no link)"
         lines.append(f"| {r.run_name} | {r.env_id} | {r.last_step:,} | {r.last_mean:.2f} ± {r.last_sem:.2f} "
-                     f"({r.n_episodes}) | {r.best_mean:.2f} ({r.best_step:,}) | {reached} | {link} |")
+                     f"({r.n_episodes}) | {r.best_mean:.2f} ({r.best_step:,}) | {reached} | {r.precision} | {link} |")
     return "\n".join(lines)
 
 

@@ -226,6 +226,16 @@ def mean_return(record: dict[str, Any]) -> float:
     return float(np.mean(record["returns"]))
 
 
+def history_finished(record: dict[str, Any]) -> bool:
+    """Whether an eval_history.json record shows its run done by its own config: the budget is spent
+    or the last evaluation exceeded ``stop_return``."""
+    history, config = record.get("history") or [], record.get("config", {})
+    if not history:
+        return False
+    return (history[-1]["step"] >= config.get("total_timesteps", float("inf"))
+            or mean_return(history[-1]) > config.get("stop_return", float("inf")))
+
+
 @dataclass
 class RunResult:
     """What ``train`` leaves behind: where the run lives and how it ended."""
@@ -298,9 +308,18 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
             # A writer killed between its rename and its pruning leaves one checkpoint too many.
             run_dir.prune(int(state["num_timesteps"]), config.keep_checkpoints)
         elif saved_record is not None and saved_record.get("history"):
+            history = saved_record["history"]
+            if history_finished(saved_record):
+                # Committed results come without checkpoints: a finished run is reported, not retrained.
+                print(f"{config.run_name} is finished (evaluated up to step {history[-1]['step']:,}, "
+                      f"last evaluation {mean_return(history[-1]):.2f}); its checkpoints are not here, "
+                      "so it is reported as it is", file=sys.stderr)
+                return RunResult(run_dir.path, int(history[-1]["step"]), history, "finished earlier", None,
+                                 saved_record.get("wandb_run_id", ""))
             raise RLHelpersError(
-                f"{run_dir.history_path} has evaluation results but no checkpoint was found; "
-                "restore the checkpoint files or delete the run directory to start over")
+                f"{run_dir.history_path} has evaluation results up to step {history[-1]['step']:,} but no "
+                "checkpoint was found; restore the checkpoint files, train your own run in another runs "
+                "directory (--runs-dir, or runs_dir in the notebook), or delete this run directory to start over")
         run_id = (state or {}).get("wandb_run_id") or (saved_record or {}).get("wandb_run_id") or new_run_id()
         trainer = Trainer(config)
         if state is not None:

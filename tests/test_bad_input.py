@@ -68,8 +68,11 @@ def test_missing_checkpoint_with_history_is_reported(capsys, tmp_path) -> None:
     run_dir = RunDirectory(tmp_path / "a2c_seed-0")
     for _, path in run_dir.checkpoints():
         path.unlink()
+    record = json.loads(run_dir.history_path.read_text())
+    record["config"]["total_timesteps"] = 800  # stopped before its budget: it cannot go on without a checkpoint
+    run_dir.history_path.write_text(json.dumps(record))
     code, err = run_cli(capsys, *cartpole_args(tmp_path))
-    assert code == 2 and "no checkpoint was found" in err
+    assert code == 2 and "no checkpoint was found" in err and "another runs directory" in err
 
 
 def test_checkpoints_load_weights_only(capsys, tmp_path) -> None:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import wandb
 from wandb.proto import wandb_internal_pb2
 
-import wandb
 from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, checkpoint_name
 from rlhelpers.config import TrainConfig
 from rlhelpers.errors import RLHelpersError
@@ -274,10 +274,16 @@ def test_no_loadable_checkpoint_with_history_is_an_error(tmp_path: Path) -> None
         train(config, show_progress=False)
     for _, path in run_dir.checkpoints():
         path.unlink()
-    with pytest.raises(RLHelpersError, match="has evaluation results but no checkpoint"):
+    finished = train(config, show_progress=False)  # its history shows it done: reported, not an error
+    assert finished.stop_reason == "finished earlier" and finished.num_timesteps == 400
+    assert finished.eval_history == json.loads(history)["history"]
+    unfinished = json.loads(history)
+    unfinished["config"]["total_timesteps"] = 800  # a run stopped before its budget
+    run_dir.history_path.write_text(json.dumps(unfinished))
+    with pytest.raises(RLHelpersError, match="has evaluation results up to step 400 but no checkpoint"):
         train(config, show_progress=False)
 
-    assert run_dir.history_path.read_bytes() == history and not run_dir.checkpoints()
+    assert json.loads(run_dir.history_path.read_text()) == unfinished and not run_dir.checkpoints()
     assert not (run_dir.path / LOCK_FILE).exists()
 
 

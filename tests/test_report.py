@@ -149,7 +149,7 @@ def test_short_pong_run(tmp_path: Path) -> None:
 def _prepared_record(run: str, steps: list[int], means: list[float]) -> dict:
     algo, seed = run.split("_seed-")
     config = {"algo": algo, "seed": int(seed), "env_id": "PongNoFrameskip-v4", "total_timesteps": steps[-1],
-              "wandb_project": "pong-actor-critic", "wandb_entity": "example-team"}
+              "precision": "fp32", "wandb_project": "pong-actor-critic", "wandb_entity": "example-team"}
     history = [{"step": s, "returns": [m - 1.0, m, m + 1.0], "lengths": [800, 800, 800]}
                for s, m in zip(steps, means, strict=True)]
     return {"run_name": run, "wandb_run_id": f"id{algo}{seed}", "config": config, "history": history}
@@ -171,7 +171,8 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     proc, nb = _papermill(tmp_path, "out.ipynb", ["-p", "algo", "none", "-p", "wandb_mode", "offline"])
     _assert_report_ok(proc, nb, tmp_path, prepared_runs)
     table = _results_table(nb)
-    assert "| a2c_seed-0 | PongNoFrameskip-v4 | 600,000 | 19.00 ± 0.58 (3) | 19.00 (600,000) | 600,000 |" in table
+    assert ("| a2c_seed-0 | PongNoFrameskip-v4 | 600,000 | 19.00 ± 0.58 (3) | 19.00 (600,000) | 600,000 | fp32 |"
+            in table)
     assert "[ida2c0](https://wandb.ai/example-team/pong-actor-critic/runs/ida2c0)" in table
     assert "not reached" in table
     text = _text(nb)
