@@ -59,8 +59,7 @@ class NatureEncoder(nn.Module):
             nn.Flatten(),
             layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU(),
         )
-        # Channels-last convolution weights: oneDNN's fastest CPU layout (an update step took a median
-        # 1.15x less time than with the default layout on the 2-core machine, bench/results.md).
+        # Channels-last convolution weights: oneDNN's faster CPU layout (bench/layout.py measures it).
         self.net.to(memory_format=torch.channels_last)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
