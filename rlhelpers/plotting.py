@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from matplotlib.figure import Figure
 
 from rlhelpers.checkpoint import HISTORY_FILE
 from rlhelpers.config import ALGOS
+from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 
 REPORT_SEEDS = (0, 100)
 # task1 and task2 can coincide (their actor gradients are equal in exact arithmetic): distinct styles
@@ -51,20 +53,76 @@ def learning_curve(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarra
     return steps, np.array(means), np.array(sems), np.array(counts)
 
 
+def stopped_early(record: dict[str, Any]) -> bool:
+    """Whether a run stopped because its last evaluation exceeded its ``stop_return``: its policy is frozen."""
+    history, stop = record.get("history") or [], record.get("config", {}).get("stop_return")
+    return bool(history) and stop is not None and float(np.mean(history[-1]["returns"])) > stop
+
+
+@dataclass
+class AlgoCurve:
+    """One algorithm's curve over its seeds, with held evaluations of the seeds that stopped early."""
+
+    steps: np.ndarray
+    means: np.ndarray
+    sems: np.ndarray
+    counts: np.ndarray
+    stopped: dict[str, int]  # run name -> step at which it stopped early (its evaluation is held after it)
+
+
+def algo_curve(records: list[dict[str, Any]]) -> AlgoCurve:
+    """Mean and standard error over the pooled episodes of all seeds at each evaluation step.
+
+    A seed that stopped early keeps contributing its last evaluation at later steps (its policy no
+    longer changes), so no point silently becomes the mean of fewer seeds. The curve ends at the
+    last step that every seed still training has reached.
+    """
+    stopped = {r["run_name"]: int(r["history"][-1]["step"]) for r in records if stopped_early(r)}
+    ends = [int(r["history"][-1]["step"]) for r in records if r["run_name"] not in stopped]
+    end = min(ends) if ends else max(stopped.values())
+    all_steps = sorted({int(p["step"]) for r in records for p in r["history"] if int(p["step"]) <= end})
+    by_step: dict[int, list[float]] = {}
+    for record in records:
+        points = {int(p["step"]): p["returns"] for p in record["history"]}
+        for step in all_steps:
+            if step in points:
+                by_step.setdefault(step, []).extend(points[step])
+            elif record["run_name"] in stopped and step > stopped[record["run_name"]]:
+                by_step.setdefault(step, []).extend(record["history"][-1]["returns"])
+    steps = np.array(sorted(by_step))
+    pooled = [np.asarray(by_step[s], dtype=float) for s in steps]
+    means = np.array([r.mean() for r in pooled])
+    sems = np.array([r.std(ddof=1) / math.sqrt(len(r)) if len(r) > 1 else 0.0 for r in pooled])
+    return AlgoCurve(steps, means, sems, np.array([len(r) for r in pooled]), stopped)
+
+
 def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tuple[Figure, list[str]]:
-    """One axes, one curve per algorithm with a +/- 1 standard-error band; returns the figure and
-    the report's runs that are missing. Saves a PNG to ``out`` when given."""
+    """One axes, one curve per algorithm (mean over seeds and episodes, +/- 1 standard-error band) and a
+    thin line per seed; seeds that stopped early are held and marked. Returns the figure and the
+    report's runs that are missing. Saves a PNG to ``out`` when given."""
     histories = load_histories(runs_dir)
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(8, 5.6))
+    any_stopped = False
     for algo in ALGOS:
-        runs = [r for name, r in histories.items() if r.get("config", {}).get("algo") == algo and r["history"]]
+        runs = [r for r in histories.values() if r.get("config", {}).get("algo") == algo and r["history"]]
         if not runs:
             continue
-        steps, means, sems, _ = learning_curve(runs)
+        curve = algo_curve(runs)
         seeds = sorted(r["config"]["seed"] for r in runs)
         seed_text = ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
-        line, = ax.plot(steps, means, LINE_STYLES[algo], marker="o", markersize=3, label=f"{algo} ({seed_text})")
-        ax.fill_between(steps, means - sems, means + sems, color=line.get_color(), alpha=0.25)
+        line, = ax.plot(curve.steps, curve.means, LINE_STYLES[algo], marker="o", markersize=3,
+                        label=f"{algo} ({seed_text})")
+        color = line.get_color()
+        ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=color, alpha=0.25)
+        for run in sorted(runs, key=lambda r: r["config"]["seed"]):
+            steps = [p["step"] for p in run["history"]]
+            means = [float(np.mean(p["returns"])) for p in run["history"]]
+            ax.plot(steps, means, LINE_STYLES[algo], color=color, linewidth=0.7, alpha=0.6,
+                    label=f"_{run['run_name']}")
+            if run["run_name"] in curve.stopped:
+                any_stopped = True
+                ax.plot(steps[-1], means[-1], "x", color=color, markersize=9, markeredgewidth=2,
+                        label=f"_{run['run_name']} stopped")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("evaluation return (mean ± 1 s.e.)")
     env_ids = sorted({r["config"]["env_id"] for r in histories.values()})
@@ -72,9 +130,54 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tupl
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend()
-    fig.tight_layout()
+    caption = ("Thick: mean over all seeds' evaluation episodes, band ±1 standard error; thin: each seed alone.")
+    if any_stopped:
+        caption += ("\n× marks a seed that exceeded its stop return and stopped; its last evaluation is held "
+                    "at later steps.")
+    fig.text(0.01, 0.01, caption, fontsize=8, va="bottom", ha="left", wrap=True)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, dpi=120)
     missing = [name for name in expected_runs() if name not in histories]
     return fig, missing
+
+
+DIAGNOSTICS = (
+    ("losses/entropy", "policy entropy"),
+    ("losses/explained_variance", "explained variance of the critic"),
+    ("charts/episode_return", "training-episode return (last 100)"),
+    ("losses/grad_norm", "gradient norm (before clipping)"),
+)
+SEED_STYLES = ("-", "--", ":", "-.")
+
+
+def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None) -> Figure:
+    """Training diagnostics from every run's metrics.jsonl: entropy, explained variance, training-episode
+    return and gradient norm against environment steps; one colour per algorithm, one line style per seed."""
+    histories = load_histories(runs_dir)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    colors = {algo: f"C{i}" for i, algo in enumerate(ALGOS)}
+    for name, record in sorted(histories.items()):
+        config = record.get("config", {})
+        metrics = read_metrics(Path(runs_dir) / name / METRICS_FILE)
+        seed_index = REPORT_SEEDS.index(config["seed"]) if config.get("seed") in REPORT_SEEDS else -1
+        for ax, (key, _) in zip(axes.flat, DIAGNOSTICS, strict=True):
+            points = [(m["global_step"], m[key]) for m in metrics if m.get(key) is not None]
+            if points:
+                steps, values = zip(*points, strict=True)
+                ax.plot(steps, values, SEED_STYLES[seed_index % len(SEED_STYLES)],
+                        color=colors.get(config.get("algo"), "k"), linewidth=0.9, label=name)
+    for ax, (_, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
+        ax.set_title(title, fontsize=10)
+        ax.ticklabel_format(axis="y", useOffset=False)
+        ax.grid(alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel("environment steps")
+    if axes[0, 0].lines:
+        axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=110)
+    return fig

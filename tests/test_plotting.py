@@ -5,12 +5,69 @@ import math
 
 import numpy as np
 
-from rlhelpers.plotting import learning_curve, plot_comparison
+from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
+from rlhelpers.plotting import DIAGNOSTICS, algo_curve, learning_curve, plot_comparison, plot_diagnostics
 
 
 def record(algo: str, seed: int, history: list[dict]) -> dict:
-    return {"run_name": f"{algo}_seed-{seed}", "config": {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4"},
+    return {"run_name": f"{algo}_seed-{seed}",
+            "config": {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "stop_return": 18.0},
             "history": history}
+
+
+def points(means: list[float], every: int = 100) -> list[dict]:
+    """Evaluations at steps 0, every, 2*every, ... with two returns each around the given means."""
+    return [{"step": i * every, "returns": [m - 1.0, m + 1.0], "lengths": [800, 800]} for i, m in enumerate(means)]
+
+
+def test_a_seed_that_stopped_early_is_held_not_dropped() -> None:
+    stopped = record("a2c", 0, points([-20.0, 10.0, 19.0]))  # exceeded 18 at step 200 and stopped
+    going_on = record("a2c", 100, points([-20.0, -10.0, 0.0, 5.0, 8.0]))
+    curve = algo_curve([stopped, going_on])
+    assert curve.steps.tolist() == [0, 100, 200, 300, 400]
+    assert curve.counts.tolist() == [4, 4, 4, 4, 4]  # never the mean of one seed alone
+    assert curve.means.tolist() == [-20.0, 0.0, 9.5, 12.0, 13.5]  # 19 held at steps 300 and 400
+    assert curve.stopped == {"a2c_seed-0": 200}
+    assert math.isclose(curve.sems[3], np.std([18.0, 20.0, 4.0, 6.0], ddof=1) / 2.0)
+
+
+def test_a_seed_still_training_ends_the_curve_where_it_is() -> None:
+    ahead = record("task1", 0, points([-20.0, -19.0, -18.0, -15.0]))
+    behind = record("task1", 100, points([-20.0, -20.0]))  # not stopped, only behind: nothing to hold
+    curve = algo_curve([ahead, behind])
+    assert curve.steps.tolist() == [0, 100] and curve.counts.tolist() == [4, 4] and curve.stopped == {}
+
+
+def test_plot_marks_the_stopped_seed_and_says_so(tmp_path) -> None:
+    for rec in (record("a2c", 0, points([-20.0, 19.0])), record("a2c", 100, points([-20.0, 0.0, 5.0]))):
+        run = tmp_path / rec["run_name"]
+        run.mkdir()
+        (run / "eval_history.json").write_text(json.dumps(rec))
+    fig, _ = plot_comparison(tmp_path)
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.lines if not line.get_label().startswith("_")] == ["a2c (seeds 0, 100)"]
+    marker = [line for line in ax.lines if line.get_label() == "_a2c_seed-0 stopped"]
+    assert len(marker) == 1 and marker[0].get_xdata().tolist() == [100]
+    assert "held" in " ".join(t.get_text() for t in fig.texts)
+    thin = [line for line in ax.lines if line.get_label() in ("_a2c_seed-0", "_a2c_seed-100")]
+    assert [line.get_ydata().tolist() for line in thin] == [[-20.0, 19.0], [-20.0, 0.0, 5.0]]
+
+
+def test_diagnostics_draw_every_run_from_its_metrics_log(tmp_path) -> None:
+    for algo, seed in (("a2c", 0), ("task1", 100)):
+        run = tmp_path / f"{algo}_seed-{seed}"
+        run.mkdir()
+        (run / "eval_history.json").write_text(json.dumps(record(algo, seed, points([-20.0]))))
+        log = MetricsLog(run / METRICS_FILE)
+        for step in (10_000, 20_000, 30_000):
+            log.append({key: step / 1e4 + seed for key, _ in DIAGNOSTICS}, step)
+        log.append({"eval/mean_return": -20.0}, 30_000)  # not a diagnostic: ignored
+    fig = plot_diagnostics(tmp_path, tmp_path / "diagnostics.png")
+    assert (tmp_path / "diagnostics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for ax in fig.axes:
+        assert [line.get_label() for line in ax.lines] == ["a2c_seed-0", "task1_seed-100"]
+        assert ax.lines[1].get_xdata().tolist() == [10_000, 20_000, 30_000]
+        assert ax.lines[1].get_ydata().tolist() == [101.0, 102.0, 103.0]
 
 
 def test_learning_curve_pools_seeds_with_standard_error() -> None:
@@ -33,6 +90,6 @@ def test_plot_lists_missing_runs_and_writes_png(tmp_path) -> None:
     fig, missing = plot_comparison(tmp_path / "runs", tmp_path / "figures" / "comparison.png")
     assert missing == ["a2c_seed-100", "task1_seed-0", "task1_seed-100", "task2_seed-0"]
     assert (tmp_path / "figures" / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    labels = [line.get_label() for line in fig.axes[0].lines]
+    labels = [line.get_label() for line in fig.axes[0].lines if not line.get_label().startswith("_")]
     assert labels == ["a2c (seed 0)", "task2 (seed 100)"]
     assert fig.axes[0].lines[0].get_ydata().tolist() == [-21.0, -20.0, -19.0]
