@@ -63,9 +63,10 @@ class NatureEncoder(nn.Module):
         self.net.to(memory_format=torch.channels_last)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        dtype = self.net[0].weight.dtype  # float32 in training; float64 in the analysis
         with torch.autocast(obs.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            features = self.net(obs.float() / 255.0)
-        return features.float()
+            features = self.net(obs.to(dtype) / 255.0)
+        return features.to(dtype)
 
 
 class MLPEncoder(nn.Module):
@@ -80,7 +81,7 @@ class MLPEncoder(nn.Module):
         )
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs.float())
+        return self.net(obs.to(self.net[0].weight.dtype))
 
 
 class ActorCritic(nn.Module):

@@ -1,0 +1,243 @@
+"""The report's gradient facts, measured on real states from model snapshots.
+
+Every actor gradient here is taken with respect to the *actor's parameters*: the shared encoder
+and the policy head (the critic head receives no actor gradient: Q and V enter the actor losses
+through a stop-gradient). Their count is reported with each result.
+
+1. ``task_gradient_agreement``: task1's actor gradient, of -mean_s sum_a pi(a|s) sg[Q(s,a)], against
+   task2's, of -mean_s sum_a pi(a|s) sg[Q(s,a) - V~(s)], on the same states and weights; equal in
+   exact arithmetic because sum_a grad pi(a|s) = 0.
+2. ``estimator_variance``: for one state s, the all-action gradient g(s) = grad sum_a pi(a|s) sg[Q(s,a)]
+   is exact given s, while the sampled estimator g(s, a) = grad log pi(a|s) sg[Q(s,a) - V~(s)],
+   a ~ pi(.|s), has the same expectation (sum_a pi(a|s) g(s, a) = g(s), checked) and the variance
+   Var_a = sum_a pi(a|s) |g(s, a) - g(s)|^2 (trace of its covariance), computed exactly over the
+   |A| actions. Over a batch of B states both estimators also vary with the states drawn:
+   Var_s = E_s |g(s)|^2 - |E_s g(s)|^2. For the batch mean, treating the B states as independent:
+   all-action Var_s / B, sampled (Var_s + E_s Var_a) / B.
+3. ``a2c_estimator_variance``: A2C's own per-sample estimator A_t grad log pi(a_t|s_t) with its V
+   critic and n-step advantage A_t = R_t - V(s_t), on its own rollouts: the empirical trace of its
+   covariance over the samples (states, actions and returns all vary).
+4. ``bf16_agreement``: the gradient of the full loss with the encoder in bfloat16 against float32.
+5. ``history_divergence``: the last evaluation at which two runs' histories are identical, and how
+   far apart their mean returns are afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlhelpers.config import TrainConfig
+from rlhelpers.losses import LOSSES, state_value
+from rlhelpers.networks import ActorCritic, build_model
+
+
+@dataclass
+class Batch:
+    """States visited by a policy, with the actions it took and the n-step returns that followed."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    returns: torch.Tensor
+
+
+def load_snapshot(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
+    """The model, config and step of a ``snapshots/model-<step>.pt`` file."""
+    snapshot = torch.load(path, map_location="cpu", weights_only=True)
+    config = TrainConfig.from_dict(snapshot["config"])
+    model = build_model(tuple(snapshot["obs_shape"]), snapshot["n_actions"], config.algo, config.hidden_size,
+                        config.precision)
+    model.load_state_dict(snapshot["model"])
+    return model, config, int(snapshot["step"])
+
+
+def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed: int) -> Batch:
+    """``n_rollouts`` training rollouts (n_envs x n_steps states each) played by ``model``'s own policy,
+    with the trainer's n-step returns (clipped rewards on Atari); the model is not changed."""
+    from rlhelpers.trainer import Trainer  # the trainer's own rollout code, so the states are the training ones
+
+    trainer = Trainer(TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0}),
+                      model=copy.deepcopy(model))
+    try:
+        obs, actions, returns = [], [], []
+        for _ in range(n_rollouts):
+            trainer.collect_rollout()
+            with torch.inference_mode():
+                last_values = state_value(*trainer.model(trainer.obs))
+            returns.append(trainer.buffer.returns(last_values, config.gamma).flatten())
+            obs.append(trainer.buffer.observations.flatten(0, 1).clone())
+            actions.append(trainer.buffer.actions.flatten().clone())
+    finally:
+        trainer.close()
+    return Batch(torch.cat(obs), torch.cat(actions), torch.cat(returns))
+
+
+def actor_parameters(model: ActorCritic) -> list[torch.nn.Parameter]:
+    """The encoder's and the policy head's parameters: everything an actor loss reaches."""
+    return [p for name, p in model.named_parameters() if not name.startswith("critic_head.")]
+
+
+def _flat_grad(output: torch.Tensor, params: list[torch.nn.Parameter]) -> torch.Tensor:
+    grads = torch.autograd.grad(output, params, retain_graph=True, allow_unused=True)
+    return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params,
+                                                                                                  strict=True)])
+
+
+def _with_dtype(model: ActorCritic, dtype: torch.dtype, bf16: bool = False) -> ActorCritic:
+    copied = copy.deepcopy(model).to(dtype)
+    if hasattr(copied.encoder, "bf16"):
+        copied.encoder.bf16 = bf16
+    return copied
+
+
+def actor_gradient(model: ActorCritic, algo: str, batch: Batch) -> torch.Tensor:
+    """Flat gradient of ``algo``'s actor term (pg_coef 1, no critic or entropy term) over the batch."""
+    logits, critic = model(batch.obs)
+    loss, _ = LOSSES[algo](logits, critic, batch.actions, batch.returns.to(logits.dtype),
+                           pg_coef=1.0, vf_coef=0.0, ent_coef=0.0)
+    return _flat_grad(loss, actor_parameters(model))
+
+
+def _cosine_and_relative(a: torch.Tensor, b: torch.Tensor) -> dict[str, float]:
+    a, b = a.double(), b.double()
+    return {"cosine": float(torch.dot(a, b) / (a.norm() * b.norm())),
+            "relative_difference": float((a - b).norm() / a.norm())}
+
+
+def task_gradient_agreement(model: ActorCritic, batch: Batch) -> dict[str, Any]:
+    """task1 against task2 actor gradients on the same states and weights, in float32 and float64."""
+    result: dict[str, Any] = {"n_states": len(batch.actions),
+                              "n_parameters": sum(p.numel() for p in actor_parameters(model))}
+    for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
+        typed = _with_dtype(model, dtype)
+        result[name] = _cosine_and_relative(actor_gradient(typed, "task1", batch),
+                                            actor_gradient(typed, "task2", batch))
+    return result
+
+
+def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 80) -> dict[str, Any]:
+    """Exact per-state variance of the sampled-action estimator against the all-action gradient (a Q critic)."""
+    params = actor_parameters(model)
+    sum_g = None
+    sum_sq_g = action_var = identity_error = 0.0
+    for obs in batch.obs:
+        logits, q_values = model(obs.unsqueeze(0))
+        log_probs = torch.log_softmax(logits, dim=-1)[0]
+        probs = log_probs.exp().detach()
+        q = q_values[0].detach()
+        advantage = q - (probs * q).sum()
+        all_action = _flat_grad((log_probs.exp() * q).sum(), params)
+        sampled = [_flat_grad(log_probs[a], params) * advantage[a] for a in range(len(probs))]
+        mixture = sum(p * g for p, g in zip(probs, sampled, strict=True))
+        identity_error = max(identity_error, float((mixture - all_action).norm() / all_action.norm().clamp_min(1e-30)))
+        action_var += float(sum(p * (g - all_action).square().sum() for p, g in zip(probs, sampled, strict=True)))
+        sum_g = all_action.double() if sum_g is None else sum_g + all_action.double()
+        sum_sq_g += float(all_action.double().square().sum())
+    n = len(batch.obs)
+    mean_g = sum_g / n
+    state_var = sum_sq_g / n - float(mean_g.square().sum())
+    per_state_action_var = action_var / n
+    return {
+        "n_states": n,
+        "n_parameters": sum(p.numel() for p in params),
+        "mean_gradient_sq_norm": float(mean_g.square().sum()),
+        "per_state": {"all_action": 0.0, "sampled": per_state_action_var},
+        "state_variance": state_var,
+        "batch": {"size": batch_size, "all_action": state_var / batch_size,
+                  "sampled": (state_var + per_state_action_var) / batch_size},
+        "sampled_over_all_action_batch": (state_var + per_state_action_var) / state_var if state_var > 0 else math.inf,
+        "expectation_identity_max_relative_error": identity_error,
+    }
+
+
+def a2c_estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 80) -> dict[str, Any]:
+    """Empirical trace of the covariance of A_t grad log pi(a_t|s_t) over the batch's samples (a V critic)."""
+    params = actor_parameters(model)
+    grads = []
+    for obs, action, ret in zip(batch.obs, batch.actions, batch.returns, strict=True):
+        logits, value = model(obs.unsqueeze(0))
+        advantage = (ret - value[0, 0]).detach()
+        grads.append(_flat_grad(torch.log_softmax(logits, dim=-1)[0, action] * advantage, params).double())
+    stacked = torch.stack(grads)
+    variance = float((stacked - stacked.mean(0)).square().sum(1).mean())
+    return {"n_states": len(grads), "n_parameters": sum(p.numel() for p in params),
+            "mean_gradient_sq_norm": float(stacked.mean(0).square().sum()),
+            "per_sample": variance, "batch": {"size": batch_size, "sampled": variance / batch_size}}
+
+
+def bf16_agreement(model: ActorCritic, algo: str, batch: Batch, config: TrainConfig) -> dict[str, float]:
+    """The full loss's gradient (all parameters) with the encoder in bfloat16 against float32."""
+    grads = []
+    for bf16 in (False, True):
+        typed = _with_dtype(model, torch.float32, bf16=bf16)
+        logits, critic = typed(batch.obs)
+        loss, _ = LOSSES[algo](logits, critic, batch.actions, batch.returns, pg_coef=config.pg_coef,
+                               vf_coef=config.vf_coef, ent_coef=config.ent_coef)
+        grads.append(_flat_grad(loss, list(typed.parameters())))
+    return _cosine_and_relative(grads[0], grads[1])
+
+
+def history_divergence(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """The last step at which two eval histories hold identical returns, and the absolute difference of
+    their mean returns at every later common step."""
+    a = {p["step"]: p["returns"] for p in first["history"]}
+    b = {p["step"]: p["returns"] for p in second["history"]}
+    common = sorted(set(a) & set(b))
+    identical = [s for s in common if a[s] == b[s]]
+    last_identical = None
+    for step in common:
+        if a[step] != b[step]:
+            break
+        last_identical = step
+    later = [s for s in common if last_identical is None or s > last_identical]
+    return {"last_identical_step": last_identical, "identical_steps": len(identical), "common_steps": len(common),
+            "mean_gap": {int(s): abs(float(np.mean(a[s])) - float(np.mean(b[s]))) for s in later}}
+
+
+# ---------------------------------------------------------------- the command: every run's snapshots
+
+SNAPSHOT_GLOB = "snapshots/model-*.pt"
+PAIRS = (("task1_seed-0", "task2_seed-0"), ("task1_seed-100", "task2_seed-100"),
+         ("task1_seed-0", "task1_seed-100"), ("task2_seed-0", "task2_seed-100"), ("a2c_seed-0", "a2c_seed-100"))
+
+
+def stage_snapshots(run_dir: Path, n_stages: int = 3) -> list[Path]:
+    """Snapshots spread over training: the first, the last, and evenly spaced ones between."""
+    snapshots = sorted(run_dir.glob(SNAPSHOT_GLOB))
+    if len(snapshots) <= n_stages:
+        return snapshots
+    picks = np.linspace(0, len(snapshots) - 1, n_stages).round().astype(int)
+    return [snapshots[i] for i in sorted(set(picks.tolist()))]
+
+
+def analyze_runs(runs_dir: str | Path, n_rollouts: int = 2, n_stages: int = 3, seed: int = 7) -> dict[str, Any]:
+    """Every measurement above for each run's snapshots under ``runs_dir`` and every pair of histories.
+
+    States come from ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``.
+    """
+    from rlhelpers.plotting import load_histories
+
+    runs_dir = Path(runs_dir)
+    results: dict[str, Any] = {"method": __doc__, "n_rollouts": n_rollouts, "env_seed": seed, "snapshots": {}}
+    for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        for path in stage_snapshots(run_dir, n_stages):
+            model, config, step = load_snapshot(path)
+            batch = collect_batch(model, config, n_rollouts, seed)
+            entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision}
+            if config.algo == "a2c":
+                entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch)
+            else:
+                entry["task_gradient_agreement"] = task_gradient_agreement(model, batch)
+                entry["estimator_variance"] = estimator_variance(model, batch)
+            entry["bf16_agreement"] = bf16_agreement(model, config.algo, batch, config)
+            results["snapshots"][f"{run_dir.name}@{step}"] = entry
+    histories = load_histories(runs_dir)
+    results["history_divergence"] = {f"{a} vs {b}": history_divergence(histories[a], histories[b])
+                                     for a, b in PAIRS if a in histories and b in histories}
+    return results

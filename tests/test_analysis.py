@@ -1,0 +1,115 @@
+"""The analysis's gradient measurements against answers known in closed form, on tiny models."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlhelpers.analysis import (
+    Batch,
+    a2c_estimator_variance,
+    actor_gradient,
+    analyze_runs,
+    bf16_agreement,
+    estimator_variance,
+    history_divergence,
+    task_gradient_agreement,
+)
+from rlhelpers.config import TrainConfig
+from rlhelpers.networks import build_model
+from rlhelpers.trainer import train
+
+
+def bias_only_model(policy_bias: list[float], q_bias: list[float]) -> torch.nn.Module:
+    """An MLP actor-critic whose features are zero: logits = policy bias, Q = critic bias, for every state."""
+    model = build_model((3,), len(policy_bias), "task1", hidden_size=4).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.policy_head.bias.copy_(torch.tensor(policy_bias, dtype=torch.float64))
+        model.critic_head.bias.copy_(torch.tensor(q_bias, dtype=torch.float64))
+    return model
+
+
+def test_estimator_variance_matches_the_closed_form() -> None:
+    # Only the policy bias b has a gradient: grad log pi(a) = e_a - pi, so the sampled estimator is
+    # (e_a - pi)(Q_a - V~) and the all-action gradient is pi * (Q - V~), the same for every state.
+    b, q = [0.3, -0.2, 1.0], [1.0, -2.0, 0.5]
+    pi = np.exp(b) / np.exp(b).sum()
+    adv = np.array(q) - pi @ np.array(q)
+    mean = pi * adv
+    samples = [(np.eye(3)[a] - pi) * adv[a] for a in range(3)]
+    expected = sum(pi[a] * np.sum((samples[a] - mean) ** 2) for a in range(3))
+    batch = Batch(torch.randn(5, 3), torch.zeros(5, dtype=torch.long), torch.zeros(5))
+    result = estimator_variance(bias_only_model(b, q), batch, batch_size=80)
+    assert math.isclose(result["per_state"]["sampled"], expected, rel_tol=1e-9)
+    assert abs(result["state_variance"]) < 1e-12  # every state has the same all-action gradient
+    assert math.isclose(result["mean_gradient_sq_norm"], float(np.sum(mean ** 2)), rel_tol=1e-9)
+    assert math.isclose(result["batch"]["sampled"], expected / 80, rel_tol=1e-6)
+    assert result["expectation_identity_max_relative_error"] < 1e-12
+
+
+def test_task1_and_task2_actor_gradients_agree_and_float64_is_exact() -> None:
+    torch.manual_seed(0)
+    model = build_model((4,), 3, "task1", hidden_size=16)
+    with torch.no_grad():
+        model.policy_head.weight.mul_(100)  # a policy far from uniform
+    batch = Batch(torch.randn(40, 4), torch.randint(0, 3, (40,)), torch.randn(40))
+    result = task_gradient_agreement(model, batch)
+    assert result["float64"]["relative_difference"] < 1e-12 and result["float64"]["cosine"] > 1 - 1e-12
+    assert 0 < result["float32"]["relative_difference"] < 1e-4
+    assert result["n_parameters"] == sum(p.numel() for n, p in model.named_parameters() if "critic" not in n)
+    gradient = actor_gradient(model, "task1", batch)
+    assert gradient.norm() > 0
+
+
+@pytest.mark.filterwarnings("ignore:var:UserWarning")  # explained variance of a single sample
+def test_a2c_variance_of_two_samples_is_their_half_distance_squared() -> None:
+    torch.manual_seed(1)
+    model = build_model((4,), 2, "a2c", hidden_size=8)
+    batch = Batch(torch.randn(2, 4), torch.tensor([0, 1]), torch.tensor([1.5, -0.5]))
+    g = [actor_gradient(model, "a2c", Batch(batch.obs[i:i + 1], batch.actions[i:i + 1], batch.returns[i:i + 1]))
+         for i in range(2)]
+    result = a2c_estimator_variance(model, batch, batch_size=80)
+    assert math.isclose(result["per_sample"], float((g[0] - g[1]).double().square().sum()) / 4, rel_tol=1e-5)
+    same = Batch(batch.obs[:1].repeat(3, 1), batch.actions[:1].repeat(3), batch.returns[:1].repeat(3))
+    assert a2c_estimator_variance(model, same)["per_sample"] < 1e-12
+
+
+def test_bf16_gradient_is_close_to_but_not_float32() -> None:
+    torch.manual_seed(2)
+    model = build_model((4, 84, 84), 6, "task1")
+    batch = Batch(torch.randint(0, 256, (4, 4, 84, 84), dtype=torch.uint8), torch.tensor([0, 1, 2, 3]),
+                  torch.tensor([1.0, -1.0, 0.0, 0.5]))
+    result = bf16_agreement(model, "task1", batch, TrainConfig(algo="task1"))
+    assert 0.99 < result["cosine"] < 1.0 and result["relative_difference"] > 0
+
+
+def test_history_divergence() -> None:
+    def history(means: list[float]) -> dict:
+        return {"history": [{"step": 100 * i, "returns": [m, m]} for i, m in enumerate(means)]}
+
+    result = history_divergence(history([-21, -20, -19, -10]), history([-21, -20, -18, -12]))
+    assert result["last_identical_step"] == 100 and result["identical_steps"] == 2
+    assert result["mean_gap"] == {200: 1.0, 300: 2.0}
+    assert history_divergence(history([-21]), history([-20]))["last_identical_step"] is None
+
+
+def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
+    for algo in ("a2c", "task1", "task2"):
+        train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,
+                          n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path),
+                          wandb_mode="disabled", device="cpu"), show_progress=False)
+    results = analyze_runs(tmp_path, n_rollouts=1, n_stages=2)
+    assert sorted(results["snapshots"]) == [f"{a}_seed-0@{s}" for a in ("a2c", "task1", "task2") for s in (0, 400)]
+    task1 = results["snapshots"]["task1_seed-0@400"]
+    assert task1["estimator_variance"]["n_states"] == 20  # one rollout of 4 envs x 5 steps
+    assert task1["task_gradient_agreement"]["float64"]["relative_difference"] < 1e-10
+    assert results["snapshots"]["a2c_seed-0@0"]["a2c_estimator_variance"]["per_sample"] > 0
+    # task1 and task2 of one seed start from the same weights and, at step 0, the same evaluation
+    assert results["history_divergence"]["task1_seed-0 vs task2_seed-0"]["last_identical_step"] is not None
+    json.dumps(results)  # the command writes it as JSON
