@@ -41,7 +41,7 @@ def main() -> None:
     default.encoder.net.to(memory_format=torch.contiguous_format)
     models = {"default": default, "channels-last": channels_last}
     times: dict[str, list[float]] = {name: [] for name in models}
-    for name, model in models.items():
+    for model in models.values():
         iteration(model, rollout_obs, batch_obs)  # warm-up
     for _ in range(REPETITIONS):
         for name, model in models.items():

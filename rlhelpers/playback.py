@@ -1,0 +1,145 @@
+"""A trained agent outside its run: the committed float16 policy, its re-evaluation, and a video of it.
+
+``policy.pt`` in a run directory holds the final model weights in float16 (no optimizer; a few MB,
+small enough to commit) with what rebuilds the model. ``evaluate_policy_file`` re-scores it on
+fresh evaluation seeds; ``record_video`` plays one episode into an animated GIF with the score
+drawn on every frame.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import imageio.v3 as iio
+import numpy as np
+import torch
+from PIL import Image, ImageDraw
+
+from rlhelpers.checkpoint import SNAPSHOT_DIR, RunDirectory
+from rlhelpers.config import TrainConfig
+from rlhelpers.envs import make_vec_env
+from rlhelpers.errors import RLHelpersError
+from rlhelpers.evaluation import evaluate_policy
+from rlhelpers.networks import ActorCritic, build_model, sample_actions
+
+POLICY_FILE = "policy.pt"
+MAX_POLICY_BYTES = 4 * 1024 * 1024
+MAX_VIDEO_BYTES = 2 * 1024 * 1024
+REPLAY_SEED_OFFSET = 2**30 + 2**29  # far above the report runs' training and evaluation seeds
+
+
+def export_policy(run_dir: str | Path) -> Path:
+    """Write the run's newest snapshot as ``policy.pt``: the model weights in float16."""
+    run = RunDirectory(run_dir)
+    snapshots = sorted((run.path / SNAPSHOT_DIR).glob("model-*.pt"))
+    if not snapshots:
+        raise RLHelpersError(f"{run.path} has no model snapshot to export; train the run first")
+    snapshot = torch.load(snapshots[-1], map_location="cpu", weights_only=True)
+    snapshot["model"] = {name: value.half() if value.is_floating_point() else value
+                         for name, value in snapshot["model"].items()}
+    target = run.path / POLICY_FILE
+    torch.save(snapshot, target)
+    if target.stat().st_size > MAX_POLICY_BYTES:
+        raise RLHelpersError(f"{target} is {target.stat().st_size:,} bytes, over the {MAX_POLICY_BYTES:,} allowed")
+    return target
+
+
+def load_policy(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
+    """Model (float32), config and step of a ``policy.pt`` or a snapshot file."""
+    path = Path(path)
+    if not path.is_file():
+        raise RLHelpersError(f"no policy file at {path}: export one with `python -m rlhelpers evaluate --export`")
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    config = TrainConfig.from_dict(saved["config"])
+    model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size,
+                        config.precision)
+    model.load_state_dict({name: value.float() if value.is_floating_point() else value
+                           for name, value in saved["model"].items()})
+    return model.eval(), config, int(saved["step"])
+
+
+@dataclass
+class Rescore:
+    """A policy's new evaluation set beside the run's last one."""
+
+    returns: list[float]
+    mean: float
+    sem: float
+    last_mean: float | None
+    last_sem: float | None
+
+    @property
+    def consistent(self) -> bool | None:
+        """Whether the two means differ by less than 1.96 standard errors of their difference."""
+        if self.last_mean is None:
+            return None
+        return abs(self.mean - self.last_mean) <= 1.96 * math.hypot(self.sem, self.last_sem)
+
+
+def _mean_sem(values: list[float]) -> tuple[float, float]:
+    array = np.asarray(values, dtype=float)
+    return float(array.mean()), float(array.std(ddof=1) / math.sqrt(len(array))) if len(array) > 1 else 0.0
+
+
+def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0) -> Rescore:
+    """Re-score ``<run_dir>/policy.pt`` over ``episodes`` complete episodes, on env seeds far from every
+    report run's training and evaluation seeds."""
+    if episodes < 1:
+        raise RLHelpersError(f"episodes must be a positive integer, got {episodes!r}")
+    run = RunDirectory(run_dir)
+    model, config, _ = load_policy(run.path / POLICY_FILE)
+    env = make_vec_env(config.env_id, min(config.n_eval_envs, episodes))
+    try:
+        returns, _ = evaluate_policy(model, env, episodes, REPLAY_SEED_OFFSET + seed, torch.device("cpu"))
+    finally:
+        env.close()
+    history = (run.read_history() or {}).get("history") or []
+    last_mean, last_sem = _mean_sem(history[-1]["returns"]) if history else (None, None)
+    return Rescore(returns, *_mean_sem(returns), last_mean, last_sem)
+
+
+def _frame(obs: np.ndarray, score: tuple[int, int], scale: int) -> np.ndarray:
+    """The newest grey frame of a stack, enlarged, with the score written above it."""
+    image = Image.fromarray(obs[-1]).resize((obs.shape[-1] * scale, obs.shape[-2] * scale), Image.NEAREST)
+    canvas = Image.new("L", (image.width, image.height + 14), color=0)
+    canvas.paste(image, (0, 14))
+    ImageDraw.Draw(canvas).text((3, 1), f"agent {score[0]} : {score[1]} opponent", fill=255)
+    return np.asarray(canvas)
+
+
+def record_video(run_dir: str | Path, path: str | Path, seed: int = 0, scale: int = 2,
+                 max_steps: int = 27_000) -> dict[str, Any]:
+    """Play one episode of ``<run_dir>/policy.pt`` with sampled actions into an animated GIF at ``path``.
+
+    Frames are the agent's own 84x84 observations (every other step, shown at 30 frames/s of game
+    time); the score counts the points each side won. Raises if the file exceeds 2 MB.
+    """
+    model, config, _ = load_policy(Path(run_dir) / POLICY_FILE)
+    env = make_vec_env(config.env_id, 1)
+    frames, score, total = [], [0, 0], 0.0
+    try:
+        obs, _ = env.reset(seed=REPLAY_SEED_OFFSET + seed)
+        for step in range(max_steps):
+            if step % 2 == 0:
+                frames.append(_frame(obs[0], (score[0], score[1]), scale))
+            with torch.inference_mode():
+                action = sample_actions(model(torch.as_tensor(obs))[0])
+            obs, reward, terminated, truncated, info = env.step(action.numpy())
+            total += float(reward[0])
+            if reward[0] != 0:  # a point: +1 for the agent, -1 for the opponent
+                score[0 if reward[0] > 0 else 1] += 1
+            if terminated[0] or truncated[0]:
+                frames.append(_frame(info["final_obs"][0], (score[0], score[1]), scale))
+                break
+    finally:
+        env.close()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    iio.imwrite(path, np.stack(frames), extension=".gif", duration=66, loop=0)
+    size = path.stat().st_size
+    if size > MAX_VIDEO_BYTES:
+        raise RLHelpersError(f"{path} is {size:,} bytes, over the {MAX_VIDEO_BYTES:,} allowed; lower --video-scale")
+    return {"path": str(path), "score": total, "frames": len(frames), "bytes": size}

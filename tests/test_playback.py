@@ -1,0 +1,74 @@
+"""The committed float16 policy: export, reload, re-scoring against the run's last evaluation, and the GIF."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import imageio.v3 as iio
+import pytest
+import torch
+
+from rlhelpers.checkpoint import SNAPSHOT_DIR, snapshot_name
+from rlhelpers.config import TrainConfig
+from rlhelpers.errors import RLHelpersError
+from rlhelpers.networks import build_model
+from rlhelpers.playback import (
+    MAX_POLICY_BYTES,
+    MAX_VIDEO_BYTES,
+    POLICY_FILE,
+    evaluate_policy_file,
+    export_policy,
+    load_policy,
+    record_video,
+)
+
+
+@pytest.fixture
+def pong_run(tmp_path: Path) -> Path:
+    """A Pong run directory with one snapshot of an untrained model and a last evaluation near -20.5."""
+    torch.manual_seed(0)
+    config = TrainConfig(algo="task1", n_eval_envs=2, precision="fp32")
+    model = build_model((4, 84, 84), 6, "task1")
+    run = tmp_path / "task1_seed-0"
+    (run / SNAPSHOT_DIR).mkdir(parents=True)
+    torch.save({"step": 0, "config": config.to_dict(), "obs_shape": [4, 84, 84], "n_actions": 6,
+                "model": model.state_dict()}, run / SNAPSHOT_DIR / snapshot_name(0))
+    history = [{"step": 0, "returns": [-21.0, -20.0, -21.0, -20.0], "lengths": [800] * 4}]
+    (run / "eval_history.json").write_text(json.dumps({"run_name": run.name, "config": config.to_dict(),
+                                                       "history": history}))
+    return run
+
+
+def test_export_keeps_the_weights_in_float16(pong_run: Path) -> None:
+    path = export_policy(pong_run)
+    assert path == pong_run / POLICY_FILE and 2_000_000 < path.stat().st_size <= MAX_POLICY_BYTES
+    saved = torch.load(path, weights_only=True)
+    assert all(v.dtype == torch.float16 for v in saved["model"].values())
+    model, config, step = load_policy(path)
+    snapshot = torch.load(pong_run / SNAPSHOT_DIR / snapshot_name(0), weights_only=True)["model"]
+    assert config.algo == "task1" and step == 0
+    for name, value in model.state_dict().items():
+        assert torch.allclose(value, snapshot[name], rtol=1e-3, atol=1e-4), name
+        assert not torch.equal(value, snapshot[name]) or value.abs().max() == 0  # rounded through float16
+
+
+def test_rescore_and_video(pong_run: Path, tmp_path: Path) -> None:
+    export_policy(pong_run)
+    rescore = evaluate_policy_file(pong_run, episodes=2)
+    assert len(rescore.returns) == 2 and all(-21 <= r <= -15 for r in rescore.returns)  # untrained: loses
+    assert rescore.last_mean == -20.5 and rescore.consistent is (
+        abs(rescore.mean + 20.5) <= 1.96 * (rescore.sem ** 2 + rescore.last_sem ** 2) ** 0.5)
+    video = record_video(pong_run, tmp_path / "agent.gif")
+    frames = iio.imread(tmp_path / "agent.gif")
+    assert 100 < len(frames) <= video["frames"]  # the GIF writer merges repeated frames
+    assert video["bytes"] <= MAX_VIDEO_BYTES
+    assert frames.shape[1:3] == (84 * 2 + 14, 84 * 2)
+    assert -21 <= video["score"] <= -15 and frames[0][:14].max() > 200  # the score line is drawn
+
+
+def test_missing_policy_and_snapshot_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(RLHelpersError, match="no model snapshot to export"):
+        export_policy(tmp_path)
+    with pytest.raises(RLHelpersError, match="no policy file at"):
+        evaluate_policy_file(tmp_path)
