@@ -1,4 +1,4 @@
-"""Command line: ``python -m rlhelpers train | campaign | status | plot``."""
+"""Command line: ``python -m rlhelpers train | campaign | status | plot | publish``."""
 
 from __future__ import annotations
 
@@ -67,6 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
     plot_parser.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
     plot_parser.add_argument("--out", default="figures/comparison.png",
                              help="PNG to write (default: figures/comparison.png)")
+    publish_parser = commands.add_parser(
+        "publish", help="upload every run to W&B from its local files, each record once",
+        description="Create or resume one W&B run per run directory (its stored id, name <algo>_seed-<seed>) and "
+                    "log every line of metrics.jsonl and every evaluation that W&B does not hold yet. Safe to repeat.")
+    publish_parser.add_argument("--runs-dir", default="runs",
+                                help="directory holding the run directories (default: runs)")
+    publish_parser.add_argument("--project", default=None,
+                                help="W&B project (default: the one each run was trained with)")
+    publish_parser.add_argument("--entity", default=None,
+                                help="W&B user or team (default: the run's, else your key's default entity)")
+    publish_parser.add_argument("--mode", default="online", choices=("online", "offline"),
+                                help="online (needs an API key) or offline: one complete folder per run for "
+                                     "`wandb sync` (default: online)")
     return parser
 
 
@@ -110,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
             from rlhelpers.campaign import status_table
 
             print(status_table(args.runs_dir))
+            return 0
+        if args.command == "publish":
+            from rlhelpers.publish import publish_runs
+
+            publish_runs(args.runs_dir, args.mode, args.project, args.entity)
             return 0
         from rlhelpers.plotting import plot_comparison
 

@@ -3,6 +3,7 @@
 Metrics are logged with ``global_step`` as their x axis (``define_metric``), never through
 ``wandb.log(step=...)``: after a resume from an older checkpoint the environment step goes back a
 little, which W&B's own step counter would silently drop, while a ``global_step`` value is kept.
+Training (``Tracker``) and ``publish`` open runs the same way, through ``init_run``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import netrc
 import os
 import secrets
+import shlex
 import string
 import sys
 from typing import Any
@@ -42,6 +44,21 @@ def new_run_id() -> str:
     return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
 
 
+def publish_command(runs_dir: str) -> str:
+    """The command that uploads every run of ``runs_dir`` from its local files (see ``rlhelpers.publish``)."""
+    return f"python -m rlhelpers publish --runs-dir {shlex.quote(str(runs_dir))}"
+
+
+def init_run(project: str, entity: str | None, name: str, run_id: str, config: dict[str, Any],
+             mode: str) -> Any:
+    """Create or resume the W&B run ``run_id`` with ``global_step`` as the x axis of every metric."""
+    run = wandb.init(project=project, entity=entity, name=name, id=run_id, resume="allow", config=config,
+                     mode=mode)
+    run.define_metric("global_step")
+    run.define_metric("*", step_metric="global_step")
+    return run
+
+
 class Tracker:
     """A W&B run named ``<algo>_seed-<seed>`` that is resumed under its stored id; every record also goes
     to the local ``metrics_log`` when one is given."""
@@ -50,19 +67,10 @@ class Tracker:
         self.metrics_log = metrics_log
         mode = resolve_wandb_mode(config.wandb_mode)
         if mode == "offline" and config.wandb_mode is None:
-            print("W&B: no API key found, logging offline; upload later with `wandb sync <wandb dir>`",
-                  file=sys.stderr)
-        self.run = wandb.init(
-            project=config.wandb_project,
-            entity=config.wandb_entity,
-            name=config.run_name,
-            id=run_id,
-            resume="allow",
-            config=config.to_dict(),
-            mode=mode,
-        )
-        self.run.define_metric("global_step")
-        self.run.define_metric("*", step_metric="global_step")
+            print("W&B: no API key found, so nothing is uploaded; the run's metrics.jsonl keeps every record. "
+                  f"Publish later, with a key: `{publish_command(config.runs_dir)}`", file=sys.stderr)
+        self.run = init_run(config.wandb_project, config.wandb_entity, config.run_name, run_id, config.to_dict(),
+                            mode)
 
     @property
     def url(self) -> str | None:

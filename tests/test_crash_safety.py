@@ -14,7 +14,6 @@ import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 import wandb
-from wandb.proto import wandb_internal_pb2
+from wandb_offline import logged_global_steps
 
 from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, checkpoint_name
 from rlhelpers.config import TrainConfig
@@ -68,38 +67,6 @@ def load_all(run_dir: RunDirectory) -> dict[int, dict]:
 def resumed_from(stderr: str) -> int | None:
     match = RESUME_LINE.search(stderr)
     return None if match is None else int(match.group(1).replace(",", ""))
-
-
-def wandb_records(path: Path) -> list[wandb_internal_pb2.Record]:
-    """Records of an offline ``.wandb`` file (a LevelDB-style log of 32 KiB blocks after a 7-byte header)."""
-    data = path.read_bytes()
-    records, chunks, pos, block = [], b"", 7, 32768
-    while pos + 7 <= len(data):
-        if block - pos % block < 7:  # block trailer padding
-            pos += block - pos % block
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        if kind == 0:
-            pos += block - pos % block
-            continue
-        chunks += data[pos + 7:pos + 7 + length]
-        pos += 7 + length
-        if kind in (1, 4):  # FULL or LAST fragment
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(chunks)
-            records.append(record)
-            chunks = b""
-    return records
-
-
-def logged_global_steps(run_dir: Path) -> list[float]:
-    """``global_step`` of every history row logged to one offline W&B run directory."""
-    steps = []
-    for record in wandb_records(next(run_dir.glob("*.wandb"))):
-        if record.WhichOneof("record_type") == "history":
-            items = {item.key or "/".join(item.nested_key): item.value_json for item in record.history.item}
-            steps.append(float(items["global_step"]))
-    return steps
 
 
 # ---------------------------------------------------------------- fault injection: SIGKILL at random moments

@@ -1,0 +1,161 @@
+"""Upload runs to W&B from their local files: one W&B run per (algo, seed), every record once.
+
+A run resumed in offline mode leaves one ``offline-run-*`` folder per session, all with the same id,
+and ``wandb sync`` of several such folders keeps only one of them (wandb issues #3841 and #5865).
+The run directory holds everything instead: ``metrics.jsonl`` (every record sent to W&B, trimmed
+on resume so that no step appears twice) and ``eval_history.json`` (every evaluation with its
+returns). ``publish_runs`` rebuilds each W&B run from them, under the run's stored id and name:
+
+* online, it resumes the run, reads back which keys W&B already holds at each ``global_step`` and
+  logs only the others, so running it again logs nothing twice;
+* offline, it writes one new ``offline-run-*`` folder holding the whole run, each step once, for
+  ``wandb sync <folder>`` (a sync replaces the run's history with the folder's, so a complete folder
+  is what it needs).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import wandb
+
+from rlhelpers.checkpoint import HISTORY_FILE, RunDirectory
+from rlhelpers.errors import RLHelpersError
+from rlhelpers.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runlock import RunLock
+from rlhelpers.tracking import has_wandb_key, init_run
+
+PUBLISH_MODES = ("online", "offline")
+
+
+@dataclass
+class Published:
+    """What ``publish_run`` did for one run."""
+
+    run_name: str
+    logged: int  # rows logged now
+    present: int  # rows W&B already held completely (online only)
+    location: str  # the run's web address online, its offline folder offline
+    project_url: str | None  # the project's web address (online only)
+
+
+def evaluation_metrics(point: dict[str, Any]) -> dict[str, Any]:
+    """What one evaluation of ``eval_history.json`` contributes to W&B: mean, std (ddof 0, as logged in
+    training), mean episode length, and the returns themselves."""
+    returns = [float(r) for r in point["returns"]]
+    return {"eval/mean_return": float(np.mean(returns)), "eval/std_return": float(np.std(returns)),
+            "eval/mean_length": float(np.mean(point["lengths"])), "eval/returns": returns}
+
+
+def local_rows(run_path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per ``global_step``, in step order: the metrics.jsonl lines of that step merged with the
+    evaluation taken there (``record`` is the run's eval_history.json). Null (non-finite) values are left out."""
+    rows: dict[int, dict[str, Any]] = {}
+    for line in read_metrics(run_path / METRICS_FILE):
+        row = rows.setdefault(int(line["global_step"]), {})
+        row.update({k: v for k, v in line.items() if k not in ("global_step", "time") and v is not None})
+    for point in record.get("history", []):
+        rows.setdefault(int(point["step"]), {}).update(evaluation_metrics(point))
+    return [{**rows[step], "global_step": step} for step in sorted(rows)]
+
+
+def rows_to_log(rows: list[dict[str, Any]], present: dict[int, set[str]]) -> list[dict[str, Any]]:
+    """The part of each row that W&B does not hold yet; ``present`` maps a global_step to the keys logged there."""
+    missing = []
+    for row in rows:
+        have = present.get(row["global_step"], set())
+        new = {k: v for k, v in row.items() if k != "global_step" and k not in have}
+        if new:
+            missing.append({**new, "global_step": row["global_step"]})
+    return missing
+
+
+def logged_keys(run_path: str) -> dict[int, set[str]]:
+    """The keys the online W&B run ``entity/project/id`` holds at each ``global_step`` (read from the server)."""
+    present: dict[int, set[str]] = {}
+    for row in wandb.Api().run(run_path).scan_history(use_cache=False):
+        if row.get("global_step") is None:
+            continue
+        keys = {k for k, v in row.items() if v is not None and not k.startswith("_") and k != "global_step"}
+        present.setdefault(int(row["global_step"]), set()).update(keys)
+    return present
+
+
+def publish_run(run_path: Path, mode: str, project: str | None = None, entity: str | None = None) -> Published:
+    """Create or resume the W&B run of one run directory and log what it lacks (see the module docstring).
+
+    ``project`` and ``entity`` default to the ones the run was trained with.
+    """
+    record = RunDirectory(run_path).read_history()
+    if record is None:
+        raise RLHelpersError(f"{run_path} has no {HISTORY_FILE}: nothing to publish")
+    run_id = record.get("wandb_run_id")
+    if not run_id:
+        raise RLHelpersError(f"{run_path / HISTORY_FILE} has no wandb_run_id; it was not written by rlhelpers train")
+    config = record.get("config", {})
+    project = project or config.get("wandb_project")
+    if not project:
+        raise RLHelpersError(f"{run_path / HISTORY_FILE} names no W&B project; pass --project")
+    rows = local_rows(run_path, record)
+    try:
+        run = init_run(project, entity or config.get("wandb_entity"), record.get("run_name") or run_path.name,
+                       run_id, config, mode)
+    except wandb.errors.Error as exc:
+        raise RLHelpersError(f"W&B refused run {run_id} of {run_path.name}: {exc}") from exc
+    try:
+        missing = rows_to_log(rows, logged_keys(run.path) if mode == "online" else {})
+        for row in missing:
+            run.log(row)
+    except BaseException:
+        run.finish(exit_code=1)
+        raise
+    online = mode == "online"
+    result = Published(run_name=run_path.name, logged=len(missing), present=len(rows) - len(missing),
+                       location=run.url if online else str(Path(run.dir).parent),
+                       project_url=f"https://wandb.ai/{run.entity}/{run.project}" if online else None)
+    run.finish()
+    return result
+
+
+def publish_runs(runs_dir: str | Path, mode: str = "online", project: str | None = None,
+                 entity: str | None = None) -> list[Published]:
+    """Publish every run under ``runs_dir`` that has an eval_history.json, printing one line per run.
+
+    Runs that a live process is training are skipped (publish them once they stop). Online mode needs
+    an API key (``WANDB_API_KEY`` or ``wandb login``); without one it raises ``RLHelpersError``.
+    """
+    if mode not in PUBLISH_MODES:
+        raise RLHelpersError(f"unknown publish mode {mode!r}: choose one of {', '.join(PUBLISH_MODES)}")
+    if mode == "online" and not has_wandb_key():
+        raise RLHelpersError(
+            "publishing online needs a W&B API key and none was found: set WANDB_API_KEY (on Colab, add the secret "
+            "WANDB_API_KEY and rerun the set-up cell) or run `wandb login`, then publish again; or pass --mode "
+            "offline to write one complete offline run per (algo, seed) for a later `wandb sync`")
+    runs_path = Path(runs_dir)
+    runs = sorted(path.parent for path in runs_path.glob(f"*/{HISTORY_FILE}"))
+    if not runs:
+        raise RLHelpersError(f"no run directory with an {HISTORY_FILE} in {runs_path}; pass the --runs-dir "
+                             "you trained in")
+    published = []
+    for path in runs:
+        owner = RunLock(path).live_owner()
+        if owner is not None:
+            print(f"{path.name}: skipped, it is being trained (host {owner.get('host')}, pid {owner.get('pid')}); "
+                  "publish it once it stops")
+            continue
+        result = publish_run(path, mode, project, entity)
+        published.append(result)
+        if mode == "online":
+            print(f"{result.run_name}: {result.logged} rows logged, {result.present} already in W&B: {result.location}")
+        else:
+            print(f"{result.run_name}: {result.logged} rows written to {result.location}")
+    if mode == "online" and published:
+        print(f"W&B project: {published[-1].project_url}. To make its links public, open it, click the visibility "
+              "icon next to the project name (or Overview, then Edit), choose Public and Save.")
+    elif published:
+        print("Upload with: wandb sync " + " ".join(shlex.quote(p.location) for p in published))
+    return published

@@ -1,0 +1,213 @@
+"""``publish``: one complete W&B run per (algo, seed) from the local files, whatever the sessions were.
+
+Real runs are trained on CartPole over several resumed sessions (one of them redoing steps after
+lost checkpoints, as after a kill), W&B offline; the offline folders that publish writes are read
+back record by record.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+import wandb
+from wandb.proto import wandb_internal_pb2
+from wandb_offline import history_rows, run_records
+
+from rlhelpers import publish
+from rlhelpers.__main__ import main
+from rlhelpers.checkpoint import checkpoint_name
+from rlhelpers.config import TrainConfig
+from rlhelpers.errors import RLHelpersError
+from rlhelpers.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runlock import LOCK_FILE
+from rlhelpers.tracking import init_run
+from rlhelpers.trainer import train
+
+EVAL_INTERVAL = 2_500  # training lines land every 10,000 steps (trainer's log interval), evaluations more often
+
+
+class Trained(NamedTuple):
+    root: Path  # WANDB_DIR of the module: offline folders are in root/wandb
+    runs: dict[str, Path]  # run name -> run directory
+    sessions: list[Path]  # the offline folders that training wrote, oldest first
+
+
+def cartpole(root: Path, algo: str, total_timesteps: int) -> TrainConfig:
+    return TrainConfig(algo=algo, env_id="CartPole-v1", n_envs=4, n_steps=5, total_timesteps=total_timesteps,
+                       eval_interval=EVAL_INTERVAL, n_eval_episodes=2, n_eval_envs=2, stop_return=1e9,
+                       checkpoint_interval_s=3600.0, runs_dir=str(root / "runs"), wandb_mode="offline",
+                       device="cpu")
+
+
+def offline_folders(root: Path, run_id: str | None = None) -> set[Path]:
+    """Offline run folders under ``root`` (of the W&B run ``run_id`` only, when given; W&B may suffix their
+    names with -1, -2, ... when two start within a second, so the id is read from the run record)."""
+    folders = set((root / "wandb").glob("offline-run-*"))
+    return folders if run_id is None else {f for f in folders if run_record(f).run_id == run_id}
+
+
+def run_record(folder: Path) -> wandb_internal_pb2.RunRecord:
+    (run,) = [r.run for r in run_records(folder) if r.WhichOneof("record_type") == "run"]
+    return run
+
+
+def metric_keys(row: dict) -> set[str]:
+    """The keys of a logged row without W&B's own (_step, _runtime, _timestamp)."""
+    return {key for key in row if not key.startswith("_")}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    """a2c_seed-0 trained in four sessions: three resumes, the second of which redoes 7,500-10,000 after the
+    checkpoint at 10,000 was lost (as after a kill); task1_seed-0 in one session. W&B offline, one folder
+    per session. Shared by the tests of this module, which only read it."""
+    root = tmp_path_factory.mktemp("publish")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WANDB_DIR", str(root))
+        env.setenv("WANDB_SILENT", "true")
+        env.delenv("WANDB_API_KEY", raising=False)
+        env.delenv("WANDB_MODE", raising=False)
+        wandb.teardown()
+        for total in (5_000, 10_000):
+            train(cartpole(root, "a2c", total), show_progress=False)
+        a2c = root / "runs" / "a2c_seed-0"
+        (a2c / checkpoint_name(10_000)).unlink()
+        for total in (12_500, 15_000):
+            train(cartpole(root, "a2c", total), show_progress=False)
+        train(cartpole(root, "task1", 5_000), show_progress=False)
+        wandb.teardown()  # wait until W&B has written everything
+    return Trained(root, {"a2c_seed-0": a2c, "task1_seed-0": root / "runs" / "task1_seed-0"},
+                   sorted(offline_folders(root)))
+
+
+@pytest.fixture
+def root(trained: Trained, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's W&B writes next to the training's offline folders (conftest tore W&B down before it)."""
+    monkeypatch.setenv("WANDB_DIR", str(trained.root))
+    return trained.root
+
+
+def expected_steps(run_path: Path) -> list[int]:
+    """Every global_step of the run's local files, once."""
+    history = json.loads((run_path / "eval_history.json").read_text())["history"]
+    steps = {int(line["global_step"]) for line in read_metrics(run_path / METRICS_FILE)}
+    return sorted(steps | {int(point["step"]) for point in history})
+
+
+def test_offline_publish_writes_one_complete_run_per_algo_and_seed(trained: Trained, root: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    a2c = trained.runs["a2c_seed-0"]
+    run_id = json.loads((a2c / "eval_history.json").read_text())["wandb_run_id"]
+    # The problem publish solves: training left one partial folder per session, all with the run's id.
+    sessions = [p for p in trained.sessions if run_record(p).run_id == run_id]
+    assert len(sessions) == 4
+    session_steps = [[row["global_step"] for row in history_rows(s)] for s in sessions]
+    assert all(set(steps) < set(expected_steps(a2c)) for steps in session_steps)
+    assert sum(steps.count(10_000) for steps in session_steps) == 4  # training and eval rows, logged twice
+    before = offline_folders(root)
+    capsys.readouterr()
+
+    assert main(["publish", "--runs-dir", str(a2c.parent), "--mode", "offline"]) == 0
+    wandb.teardown()
+
+    out = capsys.readouterr().out
+    new = offline_folders(root) - before
+    assert len(new) == 2, "one folder per (algo, seed)"
+    assert f"Upload with: wandb sync {' '.join(str(p) for p in sorted(new))}" in out
+    for run_path in trained.runs.values():
+        saved = json.loads((run_path / "eval_history.json").read_text())
+        (folder,) = new & offline_folders(root, saved["wandb_run_id"])
+        assert f"{run_path.name}: {len(expected_steps(run_path))} rows written to {folder}" in out
+        rows = history_rows(folder)
+        assert [row["global_step"] for row in rows] == expected_steps(run_path), "every step once, in order"
+        by_step = {row["global_step"]: row for row in rows}
+        for point in saved["history"]:
+            assert by_step[point["step"]]["eval/returns"] == point["returns"]
+            assert by_step[point["step"]]["eval/mean_return"] == pytest.approx(sum(point["returns"]) / 2)
+        for line in read_metrics(run_path / METRICS_FILE):
+            row = by_step[line["global_step"]]
+            assert all(row[key] == pytest.approx(value) for key, value in line.items()
+                       if key not in ("time", "global_step") and value is not None)
+        run = run_record(folder)
+        assert (run.run_id, run.display_name, run.project) == (saved["wandb_run_id"], run_path.name,
+                                                               saved["config"]["wandb_project"])
+    (a2c_folder,) = new & offline_folders(root, run_id)
+    assert [row["global_step"] for row in history_rows(a2c_folder) if "losses/loss" in row] == [10_000]
+
+    # Safe to repeat: another publish writes another complete folder, again each step once.
+    assert main(["publish", "--runs-dir", str(a2c.parent), "--mode", "offline", "--project", "other"]) == 0
+    wandb.teardown()
+    (again,) = offline_folders(root, run_id) - before - new
+    assert [row["global_step"] for row in history_rows(again)] == expected_steps(a2c)
+
+
+def test_online_publish_logs_only_what_wandb_lacks(trained: Trained, root: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Online, W&B's read-back decides what is logged. The server is simulated: runs are written offline and
+    ``logged_keys`` answers from the records that the first two training sessions left."""
+    a2c = trained.runs["a2c_seed-0"]
+    run_id = json.loads((a2c / "eval_history.json").read_text())["wandb_run_id"]
+    server: dict[int, set[str]] = {}
+    for session in [p for p in trained.sessions if run_record(p).run_id == run_id][:2]:
+        for row in history_rows(session):
+            server.setdefault(row["global_step"], set()).update(metric_keys(row) - {"global_step"})
+    assert max(server) == 10_000
+    monkeypatch.setattr(publish, "has_wandb_key", lambda: True)
+    monkeypatch.setattr(publish, "init_run", lambda *args: init_run(*args[:-1], "offline"))
+    monkeypatch.setattr(publish, "logged_keys", lambda path: server)
+    before = offline_folders(root)
+
+    (result,) = [r for r in publish.publish_runs(a2c.parent) if r.run_name == "a2c_seed-0"]
+    wandb.teardown()
+
+    (folder,) = offline_folders(root, run_id) - before
+    rows = history_rows(folder)
+    assert [row["global_step"] for row in rows] == expected_steps(a2c)
+    # Up to 10,000 W&B has every metric but the returns, which training never logs; after it, everything is new.
+    assert all(metric_keys(row) == {"global_step", "eval/returns"} for row in rows if row["global_step"] <= 10_000)
+    assert all({"eval/mean_return", "eval/returns"} <= metric_keys(row) for row in rows if row["global_step"] > 10_000)
+    assert (result.logged, result.present) == (len(rows), 0)
+
+    # Once W&B holds everything, publishing again logs nothing.
+    for row in rows:
+        server.setdefault(row["global_step"], set()).update(metric_keys(row) - {"global_step"})
+    (again,) = [r for r in publish.publish_runs(a2c.parent) if r.run_name == "a2c_seed-0"]
+    assert (again.logged, again.present) == (0, len(expected_steps(a2c)))
+
+
+def test_rows_to_log_fills_in_missing_keys_only() -> None:
+    rows = [{"global_step": 0, "eval/mean_return": 1.0, "eval/returns": [1.0]},
+            {"global_step": 10, "losses/loss": 0.5, "eval/mean_return": 2.0}]
+    present = {0: {"eval/mean_return", "eval/returns"}, 10: {"losses/loss"}}
+    assert publish.rows_to_log(rows, present) == [{"eval/mean_return": 2.0, "global_step": 10}]
+    assert publish.rows_to_log(rows, {}) == rows
+
+
+def test_online_publish_without_a_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    run = tmp_path / "runs" / "a2c_seed-0"
+    run.mkdir(parents=True)
+    (run / "eval_history.json").write_text(json.dumps({"run_name": "a2c_seed-0", "wandb_run_id": "abc12345",
+                                                       "config": {"wandb_project": "p"}, "history": []}))
+    assert main(["publish", "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: publishing online needs a W&B API key") and "WANDB_API_KEY" in err
+    assert not (tmp_path / "wandb").exists(), "nothing was started"
+
+
+def test_publish_skips_a_run_in_training_and_names_empty_dirs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(RLHelpersError, match="no run directory with an eval_history.json in .*--runs-dir"):
+        publish.publish_runs(tmp_path / "missing", mode="offline")
+    run = tmp_path / "runs" / "a2c_seed-0"
+    run.mkdir(parents=True)
+    (run / "eval_history.json").write_text(json.dumps({"run_name": "a2c_seed-0", "wandb_run_id": "abc12345",
+                                                       "config": {"wandb_project": "p"}, "history": []}))
+    (run / LOCK_FILE).write_text(json.dumps({"host": "colab-vm-2", "pid": 7, "heartbeat": time.time()}))
+    assert publish.publish_runs(tmp_path / "runs", mode="offline") == []
+    assert "a2c_seed-0: skipped, it is being trained (host colab-vm-2, pid 7)" in capsys.readouterr().out
