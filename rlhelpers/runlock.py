@@ -1,16 +1,21 @@
 """One writer per run: a lock file with the owner's host, pid and a heartbeat.
 
-A second process that opens a run whose owner is alive is refused with the owner's details. The
-owner counts as dead when it ran on this host and its pid is gone, or when its heartbeat is older
-than ``stale_after_s`` (the only test possible across machines sharing a Drive folder); a dead
-owner's lock is taken over with a warning.
+An owner on this host is alive while its pid is. An owner on another host can only be judged by its
+heartbeat (machines share the run directory through Google Drive): it counts as dead once the
+heartbeat is ``stale_after_s`` old. After a Colab reconnect the new VM has another host name, so
+``acquire`` meets the previous session's lock: it waits, with a countdown, until that heartbeat is
+stale and then takes over with a warning. If the heartbeat moves while it waits, the owner is
+alive and ``acquire`` refuses. An owner whose lock was taken over learns it at its next
+``heartbeat`` (an ``RLHelpersError``), so two processes never keep writing one run.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -67,11 +72,13 @@ class RunLock:
             return _pid_alive(int(owner.get("pid", -1)))
         return time.time() - float(owner.get("heartbeat", 0.0)) < self.stale_after_s
 
+    def _is_self(self, owner: dict) -> bool:
+        return owner.get("pid") == self.owner["pid"] and owner.get("host") == self.owner["host"]
+
     def live_owner(self) -> dict | None:
         """The record (host, pid, heartbeat) of another process that holds this lock and is alive, else None."""
         owner = self._read() or {}
-        is_self = owner.get("pid") == self.owner["pid"] and owner.get("host") == self.owner["host"]
-        return owner if owner and not is_self and self._owner_alive(owner) else None
+        return owner if owner and not self._is_self(owner) and self._owner_alive(owner) else None
 
     def _record(self) -> bytes:
         now = time.time()
@@ -88,45 +95,96 @@ class RunLock:
             raise RLHelpersError(f"cannot write {self.path}: {exc.strerror or exc}; "
                                  "free disk space or choose a writable --runs-dir") from exc
 
-    def acquire(self) -> None:
-        """Take the lock, or raise ``RLHelpersError`` naming the living owner."""
+    def _refusal(self, owner: dict, why: str) -> RLHelpersError:
+        age = time.time() - float(owner.get("heartbeat", 0.0))
+        return RLHelpersError(
+            f"run {self.path.parent.name} is being trained by another process (host {owner.get('host')}, "
+            f"pid {owner.get('pid')}, last heartbeat {age:.0f} s ago){why}; stop that one first")
+
+    def _wait_until_stale(self, owner: dict) -> bool:
+        """Wait, showing a countdown on stderr, until the heartbeat of ``owner`` (on another host) is stale.
+
+        True once it is; False if the lock file disappeared meanwhile (try again). Raises if the lock
+        changed, which means its owner is alive. The wait never exceeds ``stale_after_s``, even when the
+        two hosts' clocks disagree.
+        """
+        name = self.path.parent.name
+        age = time.time() - float(owner.get("heartbeat", 0.0))
+        deadline = time.monotonic() + min(self.stale_after_s, self.stale_after_s - age)
+        print(f"run {name} is locked by host {owner.get('host')} (pid {owner.get('pid')}), last heartbeat "
+              f"{age:.0f} s ago. After a Colab reconnect that is this run's previous session, on a machine that "
+              f"is gone: it counts as dead once its heartbeat is {self.stale_after_s:.0f} s old. Waiting for that "
+              "(interrupt to stop).", file=sys.stderr, flush=True)
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            while (left := deadline - time.monotonic()) > 0:
+                print(f"\rtaking over run {name} in {math.ceil(left)} s ", end="", file=sys.stderr, flush=True)
+                time.sleep(min(1.0, left))
+                current = self._read()
+                if current is None:
+                    return False
+                if current and current != owner:
+                    raise self._refusal(current, ": its lock changed while this one waited, so it is alive")
+            return True
+        finally:
+            print(file=sys.stderr, flush=True)
+
+    def acquire(self) -> None:
+        """Take the lock, waiting for an owner on another host to go stale (see the module docstring).
+
+        A live owner on this host, or one on another host whose heartbeat moves, is refused with an
+        ``RLHelpersError`` naming it.
+        """
+        while True:
             try:
-                os.write(fd, self._record())
-            except OSError:
-                self.path.unlink(missing_ok=True)
-                raise
-            finally:
-                os.close(fd)
-            return
-        except FileExistsError:
-            owner = self._read() or {}
-            is_self = owner.get("pid") == self.owner["pid"] and owner.get("host") == self.owner["host"]
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                try:
+                    os.write(fd, self._record())
+                except OSError:
+                    self.path.unlink(missing_ok=True)
+                    raise
+                finally:
+                    os.close(fd)
+                return
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise RLHelpersError(f"cannot write in run directory {self.path.parent}: {exc.strerror}; "
+                                     "choose a writable --runs-dir") from exc
+            owner = self._read()
+            if owner is None:
+                continue  # released between the two calls
+            if self._is_self(owner):
+                break
+            if owner and self._owner_alive(owner):
+                if owner.get("host") == self.owner["host"]:
+                    raise self._refusal(owner, "")
+                if not self._wait_until_stale(owner):
+                    continue
             age = time.time() - float(owner.get("heartbeat", 0.0))
-            if not is_self and self._owner_alive(owner):
-                raise RLHelpersError(
-                    f"run {self.path.parent.name} is being trained by another process "
-                    f"(host {owner.get('host')}, pid {owner.get('pid')}, last heartbeat {age:.0f} s ago); "
-                    "stop that one first, or wait until its heartbeat is "
-                    f"{self.stale_after_s:.0f} s old if it died on another machine") from None
-            if not is_self:
-                warnings.warn(f"taking over run {self.path.parent.name} from dead owner "
-                              f"(host {owner.get('host')}, pid {owner.get('pid')}, last heartbeat {age:.0f} s ago)"
-                              if owner else f"taking over run {self.path.parent.name}: its lock file is unreadable",
-                              stacklevel=2)
-        except OSError as exc:
-            raise RLHelpersError(f"cannot write in run directory {self.path.parent}: {exc.strerror}; "
-                                 "choose a writable --runs-dir") from exc
+            warnings.warn(f"taking over run {self.path.parent.name} from dead owner (host {owner.get('host')}, "
+                          f"pid {owner.get('pid')}, last heartbeat {age:.0f} s ago)"
+                          if owner else f"taking over run {self.path.parent.name}: its lock file is unreadable",
+                          stacklevel=2)
+            break
         self._write()
 
     def heartbeat(self) -> None:
-        """Refresh the heartbeat if ``beat_every_s`` has passed since the last one."""
-        if time.time() - self._last_beat >= self.beat_every_s:
-            self._write()
+        """Refresh the heartbeat if ``beat_every_s`` has passed since the last one.
+
+        Raises ``RLHelpersError`` if another process has taken the lock over (it judged this one dead):
+        this process must stop writing the run.
+        """
+        if time.time() - self._last_beat < self.beat_every_s:
+            return
+        owner = self._read()
+        if owner and not self._is_self(owner):
+            raise RLHelpersError(
+                f"run {self.path.parent.name} was taken over by host {owner.get('host')} (pid {owner.get('pid')}), "
+                "which found this process's heartbeat stale; this process stops and leaves the run to it")
+        self._write()
 
     def release(self) -> None:
         """Give the lock up if this process still holds it."""
         owner = self._read()
-        if owner and owner.get("pid") == self.owner["pid"] and owner.get("host") == self.owner["host"]:
+        if owner and self._is_self(owner):
             self.path.unlink(missing_ok=True)
