@@ -14,6 +14,8 @@ its step-numbered name. Older checkpoints are deleted only after the new one is 
 the newest ``keep``. Nothing is ever overwritten in place, so a kill at any moment (or a Google
 Drive mount that uploads late or does not rename atomically) leaves at least the previous good
 checkpoint. On resume the newest checkpoint that loads wins; broken ones are reported and skipped.
+Pruned checkpoints are truncated to zero bytes before they are deleted, so that they do not fill the
+Drive Trash (which counts against the quota).
 ``remove_stale_files`` clears what a killed writer left behind (``*.tmp`` files, the staging dir).
 
 Test-only hook: when the environment variable ``RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S`` is set,
@@ -96,6 +98,20 @@ def _copy_checkpoint(src: Any, dst: Any) -> None:
         dst.flush()
         time.sleep(delay)
     shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def _discard(path: Path) -> None:
+    """Delete ``path`` after truncating it to zero bytes.
+
+    On a Google Drive mount a deleted file goes to the Drive Trash and counts against the storage
+    quota for 30 days; truncated first, it counts as nothing. A kill in between leaves an empty
+    checkpoint, which does not load and is pruned later like any other.
+    """
+    try:
+        os.truncate(path, 0)
+    except FileNotFoundError:
+        return
+    path.unlink(missing_ok=True)
 
 
 def load_checkpoint_file(path: Path) -> dict[str, Any]:
@@ -200,7 +216,7 @@ class RunDirectory:
         """
         older = [path for old_step, path in self.checkpoints() if old_step < step]
         for old in older[max(keep - 1, 0):]:
-            old.unlink(missing_ok=True)
+            _discard(old)
 
     def load_latest_checkpoint(self) -> dict[str, Any] | None:
         """The newest checkpoint that loads, or None if there is none at all.

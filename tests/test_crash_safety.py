@@ -416,6 +416,27 @@ def test_pruning_keeps_the_newest_and_never_the_new_one_out(tmp_path: Path) -> N
     assert [step for step, _ in run_dir.checkpoints()] == [900, 400, 300]
 
 
+def test_pruned_checkpoints_are_emptied_before_deletion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a Drive mount a deleted file sits in the Trash, at its full size, for 30 days: pruning empties it first."""
+    run_dir = RunDirectory(tmp_path / "run")
+    run_dir.create()
+    size_when_deleted = {}
+    real_unlink = Path.unlink
+
+    def recording_unlink(path: Path, missing_ok: bool = False) -> None:
+        if path.parent == run_dir.path and path.exists():
+            size_when_deleted[path.name] = path.stat().st_size
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", recording_unlink)
+    for step in (100, 200, 300, 400):
+        run_dir.save_checkpoint({"num_timesteps": step, "weights": torch.ones(10_000)}, step, keep=2)
+
+    assert size_when_deleted == {checkpoint_name(100): 0, checkpoint_name(200): 0}
+    assert [step for step, _ in run_dir.checkpoints()] == [400, 300]
+    assert all(state["weights"].sum() == 10_000 for state in load_all(run_dir).values())
+
+
 def test_wandb_resume_reuses_the_run_id_and_accepts_earlier_steps(tmp_path: Path) -> None:
     config = cartpole(tmp_path, total_timesteps=600, wandb_mode="offline")
     first = train(config, show_progress=False)
