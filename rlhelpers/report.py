@@ -1,8 +1,8 @@
 """What ``report.ipynb`` calls besides ``train`` and ``plot_comparison``: where the runs live, the W&B
 mode, the validated run config, the results table and the status of the analysis.
 
-Colab-only code is confined to ``_colab_mount_drive`` and ``_colab_secret``; everything else runs,
-and is tested, on any machine.
+Colab-only code is confined to ``_colab_mount_drive``, ``_colab_secret`` and
+``_colab_flush_and_unmount``; everything else runs, and is tested, on any machine.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from rlhelpers.config import ALGOS, TrainConfig, validate
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.plotting import expected_runs, learning_curve, load_histories
-from rlhelpers.tracking import has_wandb_key, resolve_wandb_mode
+from rlhelpers.tracking import has_wandb_key, publish_command, resolve_wandb_mode
 
 REPORT_ONLY = "none"
 COLAB_DRIVE = "/content/drive"
@@ -49,6 +49,17 @@ def _colab_secret(name: str) -> str | None:
         return None
 
 
+def _colab_flush_and_unmount() -> None:
+    """Write everything pending to Google Drive and unmount it."""
+    from google.colab import drive
+
+    drive.flush_and_unmount()
+
+
+def _on_drive(runs_dir: str) -> bool:
+    return on_colab() and str(runs_dir).startswith(COLAB_DRIVE)
+
+
 def resolve_runs_dir(runs_dir: str | None) -> str:
     """``runs_dir`` when given; otherwise a Google Drive folder on Colab and ``runs`` elsewhere.
 
@@ -56,17 +67,43 @@ def resolve_runs_dir(runs_dir: str | None) -> str:
     """
     if not runs_dir:
         runs_dir = COLAB_RUNS_DIR if on_colab() else "runs"
-    if on_colab() and str(runs_dir).startswith(COLAB_DRIVE):
+    if _on_drive(runs_dir):
         _colab_mount_drive()
     return str(runs_dir)
 
 
-def setup_wandb(mode: str | None) -> str:
+def flush_drive(runs_dir: str) -> None:
+    """On Colab with the runs on Google Drive: flush and unmount Drive, so that the last checkpoint and
+    history reach it before the runtime is deleted (Drive uploads in the background). Elsewhere nothing."""
+    if not (_on_drive(runs_dir) and os.path.ismount(COLAB_DRIVE)):
+        return
+    _colab_flush_and_unmount()
+    print(f"Google Drive flushed and unmounted: {runs_dir} is complete on Drive. Run all again to mount it again.")
+
+
+def upload_notice(mode: str, runs_dir: str) -> str:
+    """What the set-up cell says when W&B does not upload (``mode`` offline or disabled): that nothing is
+    uploaded, where the records are kept, and how to publish them later."""
+    where = f"{runs_dir}/<run>/metrics.jsonl and eval_history.json"
+    if _on_drive(runs_dir):
+        where += ", on Google Drive, so they survive a disconnect (W&B's own ./wandb folder does not)"
+    if on_colab():
+        later = (f"add the Colab secret {WANDB_SECRET} (key icon, Notebook access on), rerun the set-up cells, "
+                 f"then run `!{publish_command(runs_dir)}` in a new cell")
+    else:
+        later = f"run `wandb login` (or set {WANDB_SECRET}), then `{publish_command(runs_dir)}`"
+    reason = "" if has_wandb_key() else " (no API key found)"
+    return (f"W&B: {mode.upper()}{reason}. Nothing is uploaded to W&B now. Every metric and evaluation is kept "
+            f"with its run, in {where}. To publish the runs later: {later}.")
+
+
+def setup_wandb(mode: str | None, runs_dir: str = "runs") -> str:
     """Choose the W&B mode and say which one is used.
 
     On Colab the secret ``WANDB_API_KEY`` is copied into the environment (child processes inherit
     it). ``mode`` None means online with a key and offline without one; an explicit ``online``
-    without a key is refused with an ``RLHelpersError`` instead of W&B's prompt.
+    without a key is refused with an ``RLHelpersError`` instead of W&B's prompt. Without uploads the
+    message says how to publish the runs of ``runs_dir`` later.
     """
     if on_colab() and not os.environ.get(WANDB_SECRET):
         key = _colab_secret(WANDB_SECRET)
@@ -76,12 +113,7 @@ def setup_wandb(mode: str | None) -> str:
     if resolved == "online" and not has_wandb_key():
         raise RLHelpersError("wandb_mode 'online' needs an API key: add the Colab secret WANDB_API_KEY, "
                              "set WANDB_API_KEY, run `wandb login`, or use wandb_mode 'offline'")
-    if resolved == "offline":
-        print("W&B: OFFLINE. Runs are written under ./wandb (or $WANDB_DIR); upload them later with "
-              "`wandb sync <that dir>/offline-run-*`."
-              + ("" if has_wandb_key() else " To log online, add the API key as WANDB_API_KEY and rerun."))
-    else:
-        print(f"W&B: {resolved}")
+    print("W&B: online" if resolved == "online" else upload_notice(resolved, runs_dir))
     return resolved
 
 
@@ -190,7 +222,8 @@ def results_markdown(rows: list[RunSummary], threshold: float = 18.0) -> str:
     ]
     for r in rows:
         reached = f"{r.first_exceed_step:,}" if r.first_exceed_step is not None else "not reached"
-        link = f"[{r.wandb_run_id}]({r.wandb_url})" if r.wandb_url else f"`{r.wandb_run_id}` (no entity: no link)"
+        link = (f"[{r.wandb_run_id}]({r.wandb_url})" if r.wandb_url
+                else f"`{r.wandb_run_id}` (set wandb_entity to link it)")
         lines.append(f"| {r.run_name} | {r.env_id} | {r.last_step:,} | {r.last_mean:.2f} ± {r.last_sem:.2f} "
                      f"({r.n_episodes}) | {r.best_mean:.2f} ({r.best_step:,}) | {reached} | {r.precision} | {link} |")
     return "\n".join(lines)

@@ -194,6 +194,25 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     assert "injected-parameters" not in graders and "run_config(" not in graders
 
 
+def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:
+    run = "task1_seed-100"
+    record = _prepared_record(run, [0, 300_000], [-20.0, -19.0])
+    record["config"]["wandb_entity"] = None  # trained without an entity
+    path = tmp_path / "runs" / run / "eval_history.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+
+    unlinked = report.results_markdown(report.summarize_runs(tmp_path / "runs"))
+    assert unlinked.splitlines()[-1].endswith("| `idtask1100` (set wandb_entity to link it) |")
+    assert report.project_link(None, "pong-actor-critic") == (
+        "W&B project `pong-actor-critic`: set `wandb_entity` to link it.")
+    linked = report.results_markdown(report.summarize_runs(tmp_path / "runs", wandb_entity="student"))
+    assert linked.splitlines()[-1].endswith(
+        "| [idtask1100](https://wandb.ai/student/pong-actor-critic/runs/idtask1100) |")
+    assert report.project_link("student", "pong-actor-critic") == (
+        "W&B project: [student/pong-actor-critic](https://wandb.ai/student/pong-actor-critic)")
+
+
 def test_wrong_algo_fails_with_clear_error(tmp_path: Path) -> None:
     proc, nb = _papermill(tmp_path, "bad.ipynb", ["-p", "algo", "tsak1"])
     assert proc.returncode != 0
@@ -217,10 +236,49 @@ def test_setup_wandb_falls_back_to_offline_visibly(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setattr(report, "on_colab", lambda: True)
     monkeypatch.setattr(report, "_colab_secret", lambda name: None)
-    assert report.setup_wandb(None) == "offline"
-    assert "W&B: OFFLINE" in capsys.readouterr().out
+    assert report.setup_wandb(None, report.COLAB_RUNS_DIR) == "offline"
+    out = capsys.readouterr().out
+    assert out.startswith("W&B: OFFLINE (no API key found). Nothing is uploaded to W&B now.")
+    assert f"{report.COLAB_RUNS_DIR}/<run>/metrics.jsonl and eval_history.json, on Google Drive" in out
+    assert (f"add the Colab secret WANDB_API_KEY (key icon, Notebook access on), rerun the set-up cells, then run "
+            f"`!python -m rlhelpers publish --runs-dir {report.COLAB_RUNS_DIR}` in a new cell") in out
+    assert "wandb sync" not in out
     with pytest.raises(RLHelpersError, match="needs an API key"):
         report.setup_wandb("online")
+
+    monkeypatch.setattr(report, "on_colab", lambda: False)
+    assert report.setup_wandb("disabled", "my runs") == "disabled"
+    out = capsys.readouterr().out
+    assert out.startswith("W&B: DISABLED (no API key found). Nothing is uploaded")
+    assert "run `wandb login` (or set WANDB_API_KEY), then `python -m rlhelpers publish --runs-dir 'my runs'`" in out
+
+
+def test_flush_drive_only_on_colab_with_the_runs_on_drive(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    flushed = []
+    monkeypatch.setattr(report, "_colab_flush_and_unmount", lambda: flushed.append(True))
+    monkeypatch.setattr(report.os.path, "ismount", lambda path: path == report.COLAB_DRIVE)
+    monkeypatch.setattr(report, "on_colab", lambda: False)
+    report.flush_drive("runs")
+    monkeypatch.setattr(report, "on_colab", lambda: True)
+    report.flush_drive("/content/local-runs")
+    assert flushed == [] and capsys.readouterr().out == ""
+    report.flush_drive(report.COLAB_RUNS_DIR)
+    assert flushed == [True]
+    assert capsys.readouterr().out.startswith(f"Google Drive flushed and unmounted: {report.COLAB_RUNS_DIR}")
+    monkeypatch.setattr(report.os.path, "ismount", lambda path: False)  # already unmounted: nothing to do
+    report.flush_drive(report.COLAB_RUNS_DIR)
+    assert flushed == [True]
+
+
+def test_notebook_setup_and_last_cell() -> None:
+    """The set-up says what the requirements are (lower bounds) and the last code cell flushes Drive."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    setup = next(cell.source for cell in nb.cells if cell.source.startswith("## Set-up"))
+    assert "pinned" not in setup and "lower bounds" in setup
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert code[-1].source == "report.flush_drive(runs_dir)"
+    assert all(not cell.outputs and cell.execution_count is None for cell in code), "saved without outputs"
 
 
 def test_runs_dir_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
