@@ -6,7 +6,7 @@ The run directory holds everything instead: ``metrics.jsonl`` (every record sent
 on resume so that no step appears twice) and ``eval_history.json`` (every evaluation with its
 returns). ``publish_runs`` rebuilds each W&B run from them, under the run's stored id and name:
 
-* online, it resumes the run, reads back which keys W&B already holds at each ``global_step`` and
+* online, it reads back which keys W&B already holds at each ``global_step``, resumes the run and
   logs only the others, so running it again logs nothing twice;
 * offline, it writes one new ``offline-run-*`` folder holding the whole run, each step once, for
   ``wandb sync <folder>`` (a sync replaces the run's history with the folder's, so a complete folder
@@ -15,6 +15,7 @@ returns). ``publish_runs`` rebuilds each W&B run from them, under the run's stor
 
 from __future__ import annotations
 
+import inspect
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,14 +75,35 @@ def rows_to_log(rows: list[dict[str, Any]], present: dict[int, set[str]]) -> lis
     return missing
 
 
-def logged_keys(run_path: str) -> dict[int, set[str]]:
-    """The keys the online W&B run ``entity/project/id`` holds at each ``global_step`` (read from the server)."""
-    present: dict[int, set[str]] = {}
-    for row in wandb.Api().run(run_path).scan_history(use_cache=False):
-        if row.get("global_step") is None:
-            continue
-        keys = {k for k, v in row.items() if v is not None and not k.startswith("_") and k != "global_step"}
-        present.setdefault(int(row["global_step"]), set()).update(keys)
+def logged_keys(entity: str | None, project: str, run_id: str) -> dict[int, set[str]]:
+    """The keys the online W&B run holds at each ``global_step``, read from the server ({} if the run does
+    not exist yet; ``entity`` None means the key's default entity).
+
+    Read before the run is resumed, while it is not running. Raises ``RLHelpersError`` when W&B
+    returns fewer rows than it reports, since logging then could duplicate rows.
+    """
+    api = wandb.Api()
+    path = f"{entity or api.default_entity}/{project}/{run_id}"
+    try:
+        run = api.run(path)
+        n_rows = (run.lastHistoryStep if run.lastHistoryStep is not None else -1) + 1
+        scan = run.scan_history
+        # Newer wandb versions cache histories on disk; a cached copy would miss what was logged since.
+        rows = scan(use_cache=False) if "use_cache" in inspect.signature(scan).parameters else scan()
+        present: dict[int, set[str]] = {}
+        seen = 0
+        for row in rows:
+            seen += 1
+            if row.get("global_step") is not None:
+                keys = {k for k, v in row.items() if v is not None and not k.startswith("_") and k != "global_step"}
+                present.setdefault(int(row["global_step"]), set()).update(keys)
+    except wandb.errors.CommError as exc:
+        if isinstance(getattr(exc, "exc", None), ValueError):  # wandb's "could not find run"
+            return {}
+        raise RLHelpersError(f"cannot read W&B run {path} back: {exc}; nothing was logged, try again") from exc
+    if seen < n_rows:
+        raise RLHelpersError(f"W&B returned {seen} of the {n_rows} rows of run {path}; nothing was logged, so that "
+                             "no row is logged twice; try again in a few minutes")
     return present
 
 
@@ -100,20 +122,20 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
     project = project or config.get("wandb_project")
     if not project:
         raise RLHelpersError(f"{run_path / HISTORY_FILE} names no W&B project; pass --project")
+    entity = entity or config.get("wandb_entity")
     rows = local_rows(run_path, record)
+    online = mode == "online"
+    missing = rows_to_log(rows, logged_keys(entity, project, run_id) if online else {})
     try:
-        run = init_run(project, entity or config.get("wandb_entity"), record.get("run_name") or run_path.name,
-                       run_id, config, mode)
+        run = init_run(project, entity, record.get("run_name") or run_path.name, run_id, config, mode)
     except wandb.errors.Error as exc:
         raise RLHelpersError(f"W&B refused run {run_id} of {run_path.name}: {exc}") from exc
     try:
-        missing = rows_to_log(rows, logged_keys(run.path) if mode == "online" else {})
         for row in missing:
             run.log(row)
     except BaseException:
         run.finish(exit_code=1)
         raise
-    online = mode == "online"
     result = Published(run_name=run_path.name, logged=len(missing), present=len(rows) - len(missing),
                        location=run.url if online else str(Path(run.dir).parent),
                        project_url=f"https://wandb.ai/{run.entity}/{run.project}" if online else None)

@@ -158,7 +158,7 @@ def test_online_publish_logs_only_what_wandb_lacks(trained: Trained, root: Path,
     assert max(server) == 10_000
     monkeypatch.setattr(publish, "has_wandb_key", lambda: True)
     monkeypatch.setattr(publish, "init_run", lambda *args: init_run(*args[:-1], "offline"))
-    monkeypatch.setattr(publish, "logged_keys", lambda path: server)
+    monkeypatch.setattr(publish, "logged_keys", lambda entity, project, run_id: server)
     before = offline_folders(root)
 
     (result,) = [r for r in publish.publish_runs(a2c.parent) if r.run_name == "a2c_seed-0"]
@@ -185,6 +185,54 @@ def test_rows_to_log_fills_in_missing_keys_only() -> None:
     present = {0: {"eval/mean_return", "eval/returns"}, 10: {"losses/loss"}}
     assert publish.rows_to_log(rows, present) == [{"eval/mean_return": 2.0, "global_step": 10}]
     assert publish.rows_to_log(rows, {}) == rows
+
+
+class FakeApi:
+    """Stands for ``wandb.Api`` with one stored run, ``student/p/abc12345``."""
+
+    default_entity = "student"
+    rows: list[dict] = []
+    last_step: int | None = None
+    error: Exception | None = None
+    scans: list[dict] = []
+
+    def run(self, path: str) -> FakeApi:
+        if self.error is not None:
+            raise self.error
+        if path != "student/p/abc12345":
+            raise wandb.errors.CommError(f"Could not find run {path}", ValueError(f"Could not find run {path}"))
+        return self
+
+    @property
+    def lastHistoryStep(self) -> int | None:  # noqa: N802 -- wandb's name
+        return self.last_step
+
+    def scan_history(self, keys: list[str] | None = None, page_size: int = 1000, min_step: int = 0,
+                     max_step: int | None = None, use_cache: bool = True) -> list[dict]:
+        FakeApi.scans.append({"use_cache": use_cache})
+        return self.rows
+
+
+def test_logged_keys_reads_every_row_back_or_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(publish.wandb, "Api", FakeApi)
+    assert publish.logged_keys(None, "p", "new00000") == {}, "a run W&B does not have yet holds nothing"
+
+    monkeypatch.setattr(FakeApi, "scans", [])
+    monkeypatch.setattr(FakeApi, "rows", [
+        {"_step": 0, "global_step": 0, "eval/mean_return": -20.0, "eval/returns": None},
+        {"_step": 1, "global_step": 10_000, "losses/loss": 0.5, "_runtime": 3.0},
+        {"_step": 2, "global_step": 10_000, "eval/mean_return": -19.0}])
+    monkeypatch.setattr(FakeApi, "last_step", 2)
+    assert publish.logged_keys(None, "p", "abc12345") == {0: {"eval/mean_return"},
+                                                          10_000: {"losses/loss", "eval/mean_return"}}
+    assert FakeApi.scans[-1] == {"use_cache": False}, "never a cached, possibly stale, history"
+
+    monkeypatch.setattr(FakeApi, "last_step", 5)  # W&B holds six rows but returned three: logging could duplicate
+    with pytest.raises(RLHelpersError, match="W&B returned 3 of the 6 rows of run student/p/abc12345; nothing"):
+        publish.logged_keys("student", "p", "abc12345")
+    monkeypatch.setattr(FakeApi, "error", wandb.errors.CommError("HTTP 502", None))
+    with pytest.raises(RLHelpersError, match="cannot read W&B run student/p/abc12345 back: HTTP 502"):
+        publish.logged_keys("student", "p", "abc12345")
 
 
 def test_online_publish_without_a_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
