@@ -1,0 +1,57 @@
+"""The README's HTML export commands show each progress bar once, in its final state."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+from nbconvert import HTMLExporter
+
+ROOT = Path(__file__).resolve().parents[1]
+REFRESHES = 1_000  # a long run's progress bar, as papermill records it: one stream output per refresh
+
+
+def readme_export_commands() -> list[list[str]]:
+    """The ``jupyter nbconvert`` lines of the README's first code block under "Export to HTML"."""
+    section = (ROOT / "README.md").read_text().split("## Export to HTML", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    commands = [shlex.split(line) for line in block.splitlines() if line.startswith("jupyter nbconvert")]
+    assert len(commands) == 3
+    return [[sys.executable, "-m", *command] for command in commands]
+
+
+def trained_notebook(path: Path) -> None:
+    """A training cell's outputs as papermill saves them: text, then every refresh of the bar as its own
+    stderr output (each starts with a carriage return), then a closing line."""
+    outputs = [nbformat.v4.new_output("stream", name="stdout", text="a2c_seed-0: checkpoints in runs/a2c_seed-0\n"),
+               nbformat.v4.new_output("stream", name="stderr", text="Resuming a2c_seed-0 from step 300,000\n")]
+    for i in range(1, REFRESHES + 1):
+        outputs.append(nbformat.v4.new_output(
+            "stream", name="stderr", text=f"\ra2c_seed-0: {i / 10:5.1f}%| | {i * 20}k/20.0M [eval -20.{i % 10}]"))
+    outputs.append(nbformat.v4.new_output("stream", name="stderr", text="\n"))
+    outputs.append(nbformat.v4.new_output("stream", name="stdout", text="a2c_seed-0: stopped at step 20,000,000\n"))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("result = train(config)", outputs=outputs, execution_count=1)]
+    nbformat.write(nb, path)
+
+
+def progress_lines(html: str) -> list[str]:
+    return re.findall(r"a2c_seed-0: +[\d.]+%[^<\n\r]*", html)
+
+
+def test_readme_exports_show_each_progress_bar_once(tmp_path: Path) -> None:
+    trained_notebook(tmp_path / "report_final.ipynb")
+    raw, _ = HTMLExporter().from_filename(str(tmp_path / "report_final.ipynb"))
+    assert len(progress_lines(raw)) == REFRESHES, "what nbconvert does without the README's option"
+
+    for command in readme_export_commands():
+        proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        html_name = command[command.index("--output") + 1] + ".html" if "--output" in command else "report_final.html"
+        html = (tmp_path / html_name).read_text()
+        assert progress_lines(html) == [f"a2c_seed-0: 100.0%| | {REFRESHES * 20}k/20.0M [eval -20.0]"], html_name
+        assert "Resuming a2c_seed-0 from step 300,000" in html and "stopped at step 20,000,000" in html
