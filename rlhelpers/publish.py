@@ -86,7 +86,8 @@ def logged_keys(entity: str | None, project: str, run_id: str) -> dict[int, set[
     path = f"{entity or api.default_entity}/{project}/{run_id}"
     try:
         run = api.run(path)
-        n_rows = (run.lastHistoryStep if run.lastHistoryStep is not None else -1) + 1
+        last_step = run.lastHistoryStep  # -1 for a run without history
+        n_rows = (last_step if last_step is not None else -1) + 1
         scan = run.scan_history
         # Newer wandb versions cache histories on disk; a cached copy would miss what was logged since.
         rows = scan(use_cache=False) if "use_cache" in inspect.signature(scan).parameters else scan()
