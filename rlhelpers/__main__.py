@@ -1,4 +1,4 @@
-"""Command line: ``python -m rlhelpers train | campaign | status | plot | publish``."""
+"""Command line: ``python -m rlhelpers train | campaign | status | plot | publish | evaluate | analyze``."""
 
 from __future__ import annotations
 
@@ -80,7 +80,63 @@ def build_parser() -> argparse.ArgumentParser:
     publish_parser.add_argument("--mode", default="online", choices=("online", "offline"),
                                 help="online (needs an API key) or offline: one complete folder per run for "
                                      "`wandb sync` (default: online)")
+    evaluate_parser = commands.add_parser(
+        "evaluate", help="re-score a run's committed policy (policy.pt); optionally record a GIF of one episode",
+        description="Play complete episodes with RUN_DIR/policy.pt (float16 weights) on fresh seeds and print the "
+                    "mean return ± s.e. beside the run's last evaluation.")
+    evaluate_parser.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
+    evaluate_parser.add_argument("--episodes", type=int, default=30, help="complete episodes to play (default: 30)")
+    evaluate_parser.add_argument("--seed", type=int, default=0, help="replay seed (default: 0)")
+    evaluate_parser.add_argument("--export", action="store_true",
+                                 help="first write policy.pt from the run's newest snapshot")
+    evaluate_parser.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
+    analyze_parser = commands.add_parser(
+        "analyze", help="measure the report's gradient facts on the runs' snapshots; write a JSON",
+        description="On states visited by each snapshot's own policy: task1 vs task2 actor gradients (float32, "
+                    "float64), the all-action vs sampled-action estimator variance, A2C's estimator, bf16 vs fp32; "
+                    "and where pairs of eval histories part.")
+    analyze_parser.add_argument("--runs-dir", default="runs",
+                                help="directory holding the run directories (default: runs)")
+    analyze_parser.add_argument("--out", default="figures/analysis.json",
+                                help="JSON to write (default: figures/analysis.json)")
+    analyze_parser.add_argument("--rollouts", type=int, default=2,
+                                help="rollouts of 16 envs x 5 steps per snapshot (default: 2, i.e. 160 states)")
+    analyze_parser.add_argument("--stages", type=int, default=3,
+                                help="snapshots per run, from first to last (default: 3)")
     return parser
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from rlhelpers.playback import evaluate_policy_file, export_policy, record_video
+
+    if args.export:
+        print(f"wrote {export_policy(args.run_dir)}")
+    rescore = evaluate_policy_file(args.run_dir, args.episodes, args.seed)
+    print(f"{args.run_dir}: {rescore.mean:.2f} ± {rescore.sem:.2f} over {len(rescore.returns)} episodes")
+    if rescore.last_mean is not None:
+        verdict = "within" if rescore.consistent else "OUTSIDE"
+        print(f"run's last evaluation: {rescore.last_mean:.2f} ± {rescore.last_sem:.2f}; the new mean is {verdict} "
+              "1.96 standard errors of the difference")
+    if args.video:
+        video = record_video(args.run_dir, args.video, args.seed)
+        print(f"wrote {video['path']}: one episode, score {video['score']:+.0f}, {video['bytes']:,} bytes")
+    return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from rlhelpers.analysis import analyze_runs
+
+    if args.rollouts < 1 or args.stages < 1:
+        raise RLHelpersError("--rollouts and --stages must be positive integers")
+    results = analyze_runs(args.runs_dir, args.rollouts, args.stages)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    print(f"wrote {out}: {len(results['snapshots'])} snapshots, {len(results['history_divergence'])} history pairs")
+    return 0
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -124,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
 
             print(status_table(args.runs_dir))
             return 0
+        if args.command == "evaluate":
+            return _evaluate(args)
+        if args.command == "analyze":
+            return _analyze(args)
         if args.command == "publish":
             from rlhelpers.publish import publish_runs
 

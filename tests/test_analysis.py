@@ -113,3 +113,11 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     # task1 and task2 of one seed start from the same weights and, at step 0, the same evaluation
     assert results["history_divergence"]["task1_seed-0 vs task2_seed-0"]["last_identical_step"] is not None
     json.dumps(results)  # the command writes it as JSON
+
+
+def test_analyze_command_refuses_nonpositive_counts(tmp_path, capsys) -> None:
+    from rlhelpers.__main__ import main
+
+    assert main(["analyze", "--runs-dir", str(tmp_path), "--rollouts", "0"]) == 2
+    assert "--rollouts and --stages must be positive integers" in capsys.readouterr().err
+    assert not (tmp_path / "figures").exists()

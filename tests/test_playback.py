@@ -72,3 +72,13 @@ def test_missing_policy_and_snapshot_are_clear_errors(tmp_path: Path) -> None:
         export_policy(tmp_path)
     with pytest.raises(RLHelpersError, match="no policy file at"):
         evaluate_policy_file(tmp_path)
+
+
+def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: pytest.CaptureFixture) -> None:
+    from rlhelpers.__main__ import main
+
+    assert main(["evaluate", str(pong_run), "--episodes", "2", "--export"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"wrote {pong_run / POLICY_FILE}"
+    assert out[1].startswith(f"{pong_run}: -2") and out[1].endswith("over 2 episodes")
+    assert out[2].startswith("run's last evaluation: -20.50 ± 0.29; the new mean is ")
