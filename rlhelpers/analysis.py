@@ -208,10 +208,13 @@ PAIRS = (("task1_seed-0", "task2_seed-0"), ("task1_seed-100", "task2_seed-100"),
 
 
 def stage_snapshots(run_dir: Path, n_stages: int = 3) -> list[Path]:
-    """Snapshots spread over training: the first, the last, and evenly spaced ones between."""
+    """Snapshots spread over training: the first, the last, and evenly spaced ones between (only the
+    last for a single stage)."""
     snapshots = sorted(run_dir.glob(SNAPSHOT_GLOB))
     if len(snapshots) <= n_stages:
         return snapshots
+    if n_stages == 1:
+        return snapshots[-1:]
     picks = np.linspace(0, len(snapshots) - 1, n_stages).round().astype(int)
     return [snapshots[i] for i in sorted(set(picks.tolist()))]
 

@@ -7,6 +7,8 @@ Colab-only code is confined to ``_colab_mount_drive``, ``_colab_secret`` and
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -155,11 +157,14 @@ class RunSummary:
     env_id: str
     total_timesteps: int
     last_step: int
+    hours: float | None
     last_mean: float
     last_sem: float
     n_episodes: int
     best_mean: float
+    best_sem: float
     best_step: int
+    first_above: dict[float, int | None]
     first_exceed_step: int | None
     precision: str
     wandb_run_id: str
@@ -169,6 +174,14 @@ class RunSummary:
     def finished(self) -> bool:
         """True once the run used its budget or already exceeded the target."""
         return self.last_step >= self.total_timesteps or self.first_exceed_step is not None
+
+
+MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
+
+
+def _first_step_above(steps: Any, means: Any, level: float) -> int | None:
+    above = [int(s) for s, m in zip(steps, means, strict=True) if m > level]
+    return above[0] if above else None
 
 
 def _run_order(name: str) -> tuple[int, str]:
@@ -189,20 +202,23 @@ def summarize_runs(runs_dir: str | Path, threshold: float = 18.0,
             continue
         steps, means, sems, counts = learning_curve([record])
         best = int(means.argmax())
-        above = [int(s) for s, m in zip(steps, means, strict=True) if m > threshold]
         config = record.get("config", {})
+        seconds = record["history"][-1].get("train_seconds")
         run_id = record.get("wandb_run_id", "")
         rows.append(RunSummary(
             run_name=name,
             env_id=config.get("env_id", "?"),
             total_timesteps=int(config.get("total_timesteps", 0)),
             last_step=int(steps[-1]),
+            hours=seconds / 3600 if seconds is not None else None,
             last_mean=float(means[-1]),
             last_sem=float(sems[-1]),
             n_episodes=int(counts[-1]),
             best_mean=float(means[best]),
+            best_sem=float(sems[best]),
             best_step=int(steps[best]),
-            first_exceed_step=above[0] if above else None,
+            first_above={level: _first_step_above(steps, means, level) for level in (*MILESTONES, threshold)},
+            first_exceed_step=_first_step_above(steps, means, threshold),
             precision=config.get("precision", "not recorded"),
             wandb_run_id=run_id,
             wandb_url=wandb_run_url(config.get("wandb_entity") or wandb_entity,
@@ -215,17 +231,21 @@ def results_markdown(rows: list[RunSummary], threshold: float = 18.0) -> str:
     """The results table as Markdown (renders in the notebook and in the HTML export)."""
     if not rows:
         return "_No run with an evaluation found._"
+    levels = (*MILESTONES, threshold)
     lines = [
-        f"| run | env | steps | last eval return ± s.e. (episodes) | best eval return (step) "
-        f"| steps to exceed {threshold:g} | precision | W&B |",
-        "|---|---|---:|---:|---:|---:|---|---|",
+        "| run | env | steps | hours | last eval return ± s.e. (episodes) | best eval return ± s.e. (step) | "
+        + " | ".join(f"first step > {level:g}" for level in levels) + " | precision | W&B |",
+        "|---|---|---:|---:|---:|---:|" + "---:|" * len(levels) + "---|---|",
     ]
     for r in rows:
-        reached = f"{r.first_exceed_step:,}" if r.first_exceed_step is not None else "not reached"
+        firsts = " | ".join(f"{r.first_above[level]:,}" if r.first_above.get(level) is not None else "not reached"
+                            for level in levels)
+        hours = f"{r.hours:.1f}" if r.hours is not None else "not recorded"
         link = (f"[{r.wandb_run_id}]({r.wandb_url})" if r.wandb_url
                 else f"`{r.wandb_run_id}` (set wandb_entity to link it)")
-        lines.append(f"| {r.run_name} | {r.env_id} | {r.last_step:,} | {r.last_mean:.2f} ± {r.last_sem:.2f} "
-                     f"({r.n_episodes}) | {r.best_mean:.2f} ({r.best_step:,}) | {reached} | {r.precision} | {link} |")
+        lines.append(f"| {r.run_name} | {r.env_id} | {r.last_step:,} | {hours} | {r.last_mean:.2f} ± {r.last_sem:.2f} "
+                     f"({r.n_episodes}) | {r.best_mean:.2f} ± {r.best_sem:.2f} ({r.best_step:,}) | {firsts} | "
+                     f"{r.precision} | {link} |")
     return "\n".join(lines)
 
 
@@ -245,3 +265,99 @@ def analysis_status(rows: list[RunSummary]) -> str:
         lines.append(f"**Analysis pending:** it needs all six {REPORT_ENV_ID} runs trained to their budget; "
                      f"not yet complete: {', '.join(missing)}. No conclusion is drawn from the results above.")
     return "\n\n".join(lines)
+
+
+# ---------------------------------------------------------------- measured facts and the agent on screen
+
+ANALYSIS_JSON = "figures/analysis.json"
+AGENT_GIF = "figures/agent.gif"
+
+
+def analysis_results(runs_dir: str | Path, path: str | Path = ANALYSIS_JSON,
+                     recompute: bool = False) -> dict[str, Any] | None:
+    """The gradient facts: measured anew on the runs' snapshots and saved when ``recompute`` is set (a
+    few minutes on a CPU for the report's runs), else the saved JSON; None when there is neither."""
+    from rlhelpers.analysis import SNAPSHOT_GLOB, analyze_runs
+
+    path = Path(path)
+    if recompute:
+        if not any(Path(runs_dir).glob(f"*/{SNAPSHOT_GLOB}")):
+            raise RLHelpersError(f"recompute_analysis needs model snapshots under {runs_dir}/*/snapshots/; "
+                                 "they are written while training and are not committed")
+        results = analyze_runs(runs_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(results, indent=1))
+        return results
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> str:
+    align = ["---"] + ["---:"] * (len(header) - 1)
+    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row)} |" for row in rows]
+    return f"**{title}**\n\n" + "\n".join(lines)
+
+
+def analysis_markdown(results: dict[str, Any] | None) -> str:
+    """The measured facts as Markdown tables, straight from the results of ``analysis_results``."""
+    if not results:
+        return "_No gradient measurements yet: they need the runs' snapshots (`python -m rlhelpers analyze`)._"
+    snapshots = results["snapshots"]
+    task = {k: v for k, v in snapshots.items() if "task_gradient_agreement" in v}
+    a2c = {k: v for k, v in snapshots.items() if "a2c_estimator_variance" in v}
+    agreement = [[key, str(t["n_states"]), f"{t['float32']['cosine']:.9f}", _g(t["float32"]["relative_difference"]),
+                  f"{t['float64']['cosine']:.12f}", _g(t["float64"]["relative_difference"])]
+                 for key, t in ((k, v["task_gradient_agreement"]) for k, v in task.items())]
+    variance = []
+    for key, entry in task.items():
+        v = entry["estimator_variance"]
+        variance.append([key, "all-action ∇Σπ·sg[Q]", "0 (given s)", _g(v["batch"]["all_action"]), "1",
+                         _g(v["mean_gradient_sq_norm"])])
+        variance.append([key, "sampled ∇log π(a)·sg[Q(a)−Ṽ], a~π", _g(v["per_state"]["sampled"]),
+                         _g(v["batch"]["sampled"]), _g(v["sampled_over_all_action_batch"]), ""])
+    for key, entry in a2c.items():
+        v = entry["a2c_estimator_variance"]
+        variance.append([key, "a2c A_t ∇log π(a_t), n-step A_t", f"{_g(v['per_sample'])} (per sample)",
+                         _g(v["batch"]["sampled"]), "", _g(v["mean_gradient_sq_norm"])])
+    bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
+            for key, e in snapshots.items()]
+    divergence = []
+    for pair, d in results["history_divergence"].items():
+        gaps = list(d["mean_gap"].values())
+        divergence.append([pair, "never" if d["last_identical_step"] is None else f"{d['last_identical_step']:,}",
+                           f"{d['identical_steps']} / {d['common_steps']}",
+                           _g(sum(gaps) / len(gaps) if gaps else None), _g(max(gaps) if gaps else None)])
+    return "\n\n".join([
+        f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy. Actor "
+        "parameters: the encoder and the policy head.",
+        _table("task1 against task2 actor gradients (same states, same weights)",
+               ["snapshot", "states", "float32 cosine", "float32 rel. difference", "float64 cosine",
+                "float64 rel. difference"], agreement),
+        _table("Variance of the actor's gradient estimators (trace of the covariance; a batch of 80 states "
+               "treated as independent)",
+               ["snapshot", "estimator", "per state", "batch of 80", "batch: sampled / all-action", "‖E g‖²"],
+               variance),
+        _table("bf16 against fp32 (gradient of the full loss, all parameters)",
+               ["snapshot", "cosine", "rel. difference"], bf16),
+        _table("Where evaluation histories part (mean-return gap at the common steps after the last identical one)",
+               ["pair", "last identical step", "identical / common steps", "mean gap after", "largest gap after"],
+               divergence),
+    ])
+
+
+def agent_video_html(runs_dir: str | Path, rows: list[RunSummary], gif: str | Path = AGENT_GIF) -> str:
+    """HTML embedding the GIF of the best run's committed policy (recorded first if only the policy exists)."""
+    from rlhelpers.playback import POLICY_FILE, record_video
+
+    gif = Path(gif)
+    with_policy = [r for r in rows if (Path(runs_dir) / r.run_name / POLICY_FILE).exists()]
+    if not gif.exists():
+        if not with_policy:
+            return "<p><em>No committed policy yet: the video appears once a run's policy.pt exists.</em></p>"
+        best = max(with_policy, key=lambda r: r.last_mean)
+        record_video(Path(runs_dir) / best.run_name, gif)
+    data = base64.b64encode(gif.read_bytes()).decode()
+    return f'<img src="data:image/gif;base64,{data}" alt="one episode of the trained agent" style="width:336px">'

@@ -150,7 +150,7 @@ def _prepared_record(run: str, steps: list[int], means: list[float]) -> dict:
     algo, seed = run.split("_seed-")
     config = {"algo": algo, "seed": int(seed), "env_id": "PongNoFrameskip-v4", "total_timesteps": steps[-1],
               "precision": "fp32", "wandb_project": "pong-actor-critic", "wandb_entity": "example-team"}
-    history = [{"step": s, "returns": [m - 1.0, m, m + 1.0], "lengths": [800, 800, 800]}
+    history = [{"step": s, "returns": [m - 1.0, m, m + 1.0], "lengths": [800, 800, 800], "train_seconds": s / 100}
                for s, m in zip(steps, means, strict=True)]
     return {"run_name": run, "wandb_run_id": f"id{algo}{seed}", "config": config, "history": history}
 
@@ -171,8 +171,9 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     proc, nb = _papermill(tmp_path, "out.ipynb", ["-p", "algo", "none", "-p", "wandb_mode", "offline"])
     _assert_report_ok(proc, nb, tmp_path, prepared_runs)
     table = _results_table(nb)
-    assert ("| a2c_seed-0 | PongNoFrameskip-v4 | 600,000 | 19.00 ± 0.58 (3) | 19.00 (600,000) | 600,000 | fp32 |"
-            in table)
+    # 600,000 steps in 6,000 s; means -20, 5, 19: above -10 and 0 first at 300,000, above 18 at 600,000
+    assert ("| a2c_seed-0 | PongNoFrameskip-v4 | 600,000 | 1.7 | 19.00 ± 0.58 (3) | 19.00 ± 0.58 (600,000) "
+            "| 300,000 | 300,000 | 600,000 | fp32 |" in table)
     assert "[ida2c0](https://wandb.ai/example-team/pong-actor-critic/runs/ida2c0)" in table
     assert "not reached" in table
     text = _text(nb)
@@ -297,3 +298,33 @@ def test_run_config_casts_papermill_floats() -> None:
     config = report.run_config("task1", seed=100, total_timesteps=5e3, n_envs=2.0, runs_dir="runs")
     assert (config.total_timesteps, config.n_envs, config.run_name) == (5000, 2, "task1_seed-100")
     assert report.run_config("none", seed=0) is None
+
+
+def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
+    from rlhelpers.analysis import analyze_runs
+    from rlhelpers.config import TrainConfig
+    from rlhelpers.trainer import train
+
+    for algo in ("a2c", "task1"):
+        train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=200, n_envs=4, eval_interval=200,
+                          n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path / "runs"),
+                          wandb_mode="disabled", device="cpu"), show_progress=False)
+    assert report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json") is None  # nothing saved yet
+    with pytest.raises(report.RLHelpersError, match="needs model snapshots"):
+        report.analysis_results(tmp_path / "empty", tmp_path / "analysis.json", recompute=True)
+    saved = report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json", recompute=True)
+    assert report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json") == saved  # read back
+    results = analyze_runs(tmp_path / "runs", n_rollouts=1, n_stages=1)
+    text = report.analysis_markdown(results)
+    t = results["snapshots"]["task1_seed-0@200"]["task_gradient_agreement"]
+    assert f"| task1_seed-0@200 | 20 | {t['float32']['cosine']:.9f} |" in text
+    v = results["snapshots"]["a2c_seed-0@200"]["a2c_estimator_variance"]
+    assert f"| {v['per_sample']:.3g} (per sample) |" in text
+    assert "| task1_seed-0 vs task2_seed-0 |" not in text  # task2 is absent: no pair
+    assert "No gradient measurements yet" in report.analysis_markdown(None)
+
+    rows = report.summarize_runs(tmp_path / "runs")
+    assert "No committed policy yet" in report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
+    (tmp_path / "agent.gif").write_bytes(b"GIF89a-not-really")
+    html = report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
+    assert html.startswith('<img src="data:image/gif;base64,R0lGODlh')
