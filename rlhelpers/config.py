@@ -1,7 +1,7 @@
 """Run configuration: one dataclass whose fields are the CLI options and the notebook parameters.
 
-Fields left as ``None`` are filled from the defaults of the algorithm (MISSION.md, tuned for
-Atari) and, for classic-control envs such as CartPole, from ``CLASSIC_CONTROL_DEFAULTS``.
+Fields left as ``None`` are filled from the defaults of the algorithm (docs/experiment.md, tuned
+for Atari) and, for classic-control envs such as CartPole, from ``CLASSIC_CONTROL_DEFAULTS``.
 ``validate`` turns bad input into one clear ``RLHelpersError``.
 """
 
@@ -23,7 +23,7 @@ ALGO_DEFAULTS: dict[str, dict[str, float]] = {
     "task2": {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001},
 }
 
-# Atari run shape of MISSION.md; stop_return 18 is Pong's "solved" (other games: pass --stop-return).
+# Atari run shape of docs/experiment.md; stop_return 18 is Pong's "solved" (other games: pass --stop-return).
 ATARI_DEFAULTS: dict[str, float] = {"n_envs": 16, "eval_interval": 300_000, "stop_return": 18.0}
 
 # Classic control (CartPole-v1): the learning tests' settings; stop_return is the env's reward_threshold

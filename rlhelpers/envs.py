@@ -42,7 +42,7 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
 def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0) -> VectorEnv:
     """Build ``n_envs`` copies of ``env_id`` as one SAME_STEP-autoreset vector env with episode statistics.
 
-    Atari ids get the preprocessing of MISSION.md inside ``AtariVectorEnv``: up to 30 no-op starts,
+    Atari ids get the preprocessing of docs/experiment.md inside ``AtariVectorEnv``: up to 30 no-op starts,
     frame skip 4 with max-pooling, 84x84 grey, 4-frame stack, no life-loss episodes, no sticky
     actions, no fire reset, unclipped rewards. ``num_threads=0`` lets ALE use min(n_envs, cores).
     Seed it through ``reset(seed=s)`` (sub-envs get s, s+1, ...).

@@ -1,4 +1,4 @@
-"""The three actor-critic losses of MISSION.md, each next to its formula.
+"""The three actor-critic losses of docs/experiment.md, each next to its formula.
 
 Shapes: ``logits`` (N, |A|); ``critic`` (N, 1) holding V(s) for a2c or (N, |A|) holding Q(s, .) for
 task1/task2; ``actions`` (N,) int64; ``returns`` (N,) n-step returns R_t. Every MSE is the plain

@@ -1,4 +1,4 @@
-"""The comparison plot of MISSION.md, built from every run's eval_history.json that is present."""
+"""The comparison plot of docs/experiment.md, built from every run's eval_history.json that is present."""
 
 from __future__ import annotations
 

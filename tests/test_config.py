@@ -3,7 +3,7 @@
 from rlhelpers.config import TrainConfig, config_differences
 
 
-def test_atari_defaults_follow_mission() -> None:
+def test_atari_defaults_follow_the_experiment() -> None:
     config = TrainConfig(algo="task2")
     assert (config.n_envs, config.eval_interval, config.stop_return) == (16, 300_000, 18.0)
     assert (config.lr, config.pg_coef, config.vf_coef, config.ent_coef) == (1.5e-3, 0.1, 0.5, 0.001)
