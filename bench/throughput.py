@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from bench.reference import ReferenceA2C
-from rlhelpers.config import TrainConfig
+from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.envs import make_vec_env
 from rlhelpers.networks import ActorCritic
 from rlhelpers.trainer import Trainer
@@ -102,10 +102,10 @@ def with_threads(n_threads: int, step: Callable[[], object]) -> Callable[[], obj
     return run
 
 
-def bench_config(algo: str, n_envs: int, n_steps: int, **overrides: object) -> TrainConfig:
-    """The training config of every rlhelpers row."""
-    return TrainConfig(algo=algo, env_id=ENV_ID, n_envs=n_envs, n_steps=n_steps, device="cpu",
-                       wandb_mode="disabled", **overrides)
+def bench_config(algo: str, n_envs: int, n_steps: int, **overrides: object) -> tuple[TrainConfig, torch.device]:
+    """The training config of every rlhelpers row, resolved for this machine, and its device."""
+    return resolve_config(TrainConfig(algo=algo, env_id=ENV_ID, n_envs=n_envs, n_steps=n_steps, device="cpu",
+                                      wandb_mode="disabled", **overrides))
 
 
 def tiny_model(n_actions: int, critic_outputs: int) -> ActorCritic:
@@ -143,9 +143,9 @@ def run(quick: bool, reps: int, seconds: float, n_envs: int, n_steps: int, eval_
     batch = n_envs * n_steps
     print(f"building envs and learners ({n_envs} envs, n_steps {n_steps}) ...", flush=True)
     reference = ReferenceA2C(ENV_ID, n_envs, n_steps)
-    trainers = {algo: Trainer(bench_config(algo, n_envs, n_steps)) for algo in ("a2c", "task1", "task2")}
+    trainers = {algo: Trainer(*bench_config(algo, n_envs, n_steps)) for algo in ("a2c", "task1", "task2")}
     probe = trainers["a2c"]
-    pipeline = Trainer(bench_config("a2c", n_envs, n_steps), model=tiny_model(probe.n_actions, 1))
+    pipeline = Trainer(*bench_config("a2c", n_envs, n_steps), model=tiny_model(probe.n_actions, 1))
     rows = [
         Row("env ceiling: vector env, random actions", random_stepper(n_envs), n_envs),
         Row(f"reference design, torch default {default_threads} threads",
@@ -166,7 +166,7 @@ def run(quick: bool, reps: int, seconds: float, n_envs: int, n_steps: int, eval_
 
     eval_seconds: dict[int, list[float]] = {}
     for n in eval_envs:
-        trainer = Trainer(bench_config("a2c", n_envs, n_steps, n_eval_envs=n, n_eval_episodes=eval_episodes))
+        trainer = Trainer(*bench_config("a2c", n_envs, n_steps, n_eval_envs=n, n_eval_episodes=eval_episodes))
         trainer.eval_env = make_vec_env(ENV_ID, n)  # built ahead so that only the evaluation is timed
         eval_seconds[n] = []
         for rep in range(reps):

@@ -140,7 +140,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from rlhelpers.trainer import mean_return, train
+    from rlhelpers.run import mean_return, train
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
     result = train(TrainConfig(**values))
@@ -154,15 +154,13 @@ def _train(args: argparse.Namespace) -> int:
 
 def _campaign(args: argparse.Namespace) -> int:
     from rlhelpers.campaign import default_parallel, run_campaign
-    from rlhelpers.config import validate
-    from rlhelpers.trainer import resolve_device
+    from rlhelpers.config import resolve_device, validate
 
     given = {name: value for name, value in vars(args).items() if name not in ("command", "parallel")}
     parallel = args.parallel if args.parallel is not None else default_parallel()
-    device = resolve_device(given.get("device", "auto"))
-    if parallel > 1 and device.type == "cpu":
-        given.setdefault("torch_threads", 1)
     config = validate(TrainConfig(**given))  # checks the shared options once, before any run starts
+    if parallel > 1 and resolve_device(config.device).type == "cpu":
+        given.setdefault("torch_threads", 1)
     # The children get the runs directory as an absolute path from run_campaign.
     train_args = [part for name, value in given.items() if name != "runs_dir" for part in (_option(name), str(value))]
     return run_campaign(config, train_args, parallel)

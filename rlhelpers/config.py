@@ -2,7 +2,8 @@
 
 Fields left as ``None`` are filled from the defaults of the algorithm (docs/experiment.md, tuned
 for Atari) and, for classic-control envs such as CartPole, from ``CLASSIC_CONTROL_DEFAULTS``.
-``validate`` turns bad input into one clear ``RLHelpersError``.
+``validate`` turns bad input into one clear ``RLHelpersError``; ``resolve_config`` does that once
+and settles what ``auto`` means on this machine (device, precision).
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlhelpers.envs import ATARI_ENTRY_POINT, env_spec
+import torch
+
+from rlhelpers.envs import ATARI_ENTRY_POINT, atari_game, env_spec
 from rlhelpers.errors import RLHelpersError
-from rlhelpers.networks import PRECISIONS
+from rlhelpers.networks import PRECISIONS, resolve_precision
 
 ALGOS = ("a2c", "task1", "task2")
 
@@ -198,3 +201,21 @@ def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[st
     wanted = requested.to_dict()
     return [f"{name}: saved {saved.get(name)!r} != requested {wanted[name]!r}"
             for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` picks CUDA when present, else the CPU; an unavailable CUDA device is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RLHelpersError(f"device {device!r} requested but CUDA is not available here; use --device auto or cpu")
+    return torch.device(device)
+
+
+def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
+    """Validate ``config`` and resolve it for this machine: the config with ``precision`` set to what will
+    run (fp32 or bf16), and the torch device. ``device`` stays as given, so a saved run keeps ``auto``."""
+    validate(config)
+    device = resolve_device(config.device)
+    precision = resolve_precision(config.precision, device, image_obs=atari_game(config.env_id) is not None)
+    return dataclasses.replace(config, precision=precision), device

@@ -3,7 +3,7 @@
 Shapes: ``logits`` (N, |A|); ``critic`` (N, 1) holding V(s) for a2c or (N, |A|) holding Q(s, .) for
 task1/task2; ``actions`` (N,) int64; ``returns`` (N,) n-step returns R_t. Every MSE is the plain
 mean of squared errors, without a factor 1/2. Each function returns the total loss and a dict of
-detached scalar tensors for logging (converted to floats by the caller, once per log).
+detached scalar tensors for logging (the trainer turns them into floats once per update).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from rlhelpers.analysis import (
 )
 from rlhelpers.config import TrainConfig
 from rlhelpers.networks import build_model
-from rlhelpers.trainer import train
+from rlhelpers.run import train
 
 
 def bias_only_model(policy_bias: list[float], q_bias: list[float]) -> torch.nn.Module:

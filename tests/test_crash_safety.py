@@ -29,8 +29,8 @@ from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, checkpoint_
 from rlhelpers.config import TrainConfig
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.run import train
 from rlhelpers.runlock import LOCK_FILE
-from rlhelpers.trainer import train
 
 EVAL_INTERVAL = 200  # a multiple of the batch (4 envs x 5 steps), so evaluations land exactly on it
 RESUME_LINE = re.compile(r"Resuming \S+ from step ([\d,]+)")

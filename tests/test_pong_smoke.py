@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from rlhelpers.config import TrainConfig
-from rlhelpers.trainer import Trainer, train
+from rlhelpers.config import TrainConfig, resolve_config
+from rlhelpers.run import train
+from rlhelpers.trainer import Trainer
 
 
 def test_pong_env_and_buffer_shapes() -> None:
-    trainer = Trainer(TrainConfig(algo="task1", n_envs=2, device="cpu"))
+    trainer = Trainer(*resolve_config(TrainConfig(algo="task1", n_envs=2, device="cpu")))
     try:
         assert trainer.env.single_observation_space.shape == (4, 84, 84)
         assert trainer.n_actions == 6

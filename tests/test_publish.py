@@ -23,9 +23,9 @@ from rlhelpers.checkpoint import checkpoint_name
 from rlhelpers.config import TrainConfig
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.run import train
 from rlhelpers.runlock import LOCK_FILE
 from rlhelpers.tracking import init_run
-from rlhelpers.trainer import train
 
 EVAL_INTERVAL = 2_500  # training lines land every 10,000 steps (trainer's log interval), evaluations more often
 

@@ -303,7 +303,7 @@ def test_run_config_casts_papermill_floats() -> None:
 def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
     from rlhelpers.analysis import analyze_runs
     from rlhelpers.config import TrainConfig
-    from rlhelpers.trainer import train
+    from rlhelpers.run import train
 
     for algo in ("a2c", "task1"):
         train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=200, n_envs=4, eval_interval=200,

@@ -4,7 +4,7 @@ import json
 
 from rlhelpers.checkpoint import RunDirectory
 from rlhelpers.config import TrainConfig
-from rlhelpers.trainer import train
+from rlhelpers.run import train
 
 
 def cartpole(tmp_path, total: int, **overrides) -> TrainConfig:

@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from rlhelpers.checkpoint import SNAPSHOT_DIR, RunDirectory
-from rlhelpers.config import TrainConfig
+from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import METRICS_FILE, MetricsLog, read_metrics
 from rlhelpers.networks import NatureEncoder, build_model, cpu_has_native_bf16, resolve_precision
 from rlhelpers.provenance import git_commit
+from rlhelpers.run import train
 from rlhelpers.runlock import LOCK_FILE
-from rlhelpers.trainer import resolve_config, train
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def test_precision_resolution() -> None:
     assert resolve_precision("auto", cpu, image_obs=False) == "fp32"
     assert resolve_precision("auto", cpu) == ("bf16" if cpu_has_native_bf16() else "fp32")
     assert resolve_precision("bf16", cuda) == "bf16" and resolve_precision("fp32", cpu) == "fp32"
-    assert resolve_config(TrainConfig(env_id="CartPole-v1", device="cpu")).precision == "fp32"
+    assert resolve_config(TrainConfig(env_id="CartPole-v1", device="cpu"))[0].precision == "fp32"
     with pytest.raises(ValueError, match="unresolved precision"):
         build_model((4,), 2, "a2c", precision="auto")
 

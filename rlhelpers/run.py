@@ -1,0 +1,273 @@
+"""One run end to end: its directory, lock, resume, W&B run, metrics log and schedule.
+
+``train`` trains or resumes the run (algo, seed) in ``<runs_dir>/<algo>_seed-<seed>``: it takes the
+run's lock, restores the newest checkpoint, and drives ``Trainer`` in one loop that evaluates, logs,
+checkpoints and snapshots on schedule, shows a progress bar and stops cleanly on SIGTERM. The
+algorithm itself is ``rlhelpers.trainer``'s.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.config import TrainConfig, config_differences, resolve_config
+from rlhelpers.errors import RLHelpersError
+from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
+from rlhelpers.provenance import session_provenance
+from rlhelpers.runlock import RunLock
+from rlhelpers.tracking import Tracker, new_run_id
+from rlhelpers.trainer import Trainer
+
+LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
+
+
+def mean_return(record: dict[str, Any]) -> float:
+    """Mean evaluation return of one history record."""
+    return float(np.mean(record["returns"]))
+
+
+def history_finished(record: dict[str, Any]) -> bool:
+    """Whether an eval_history.json record shows its run done by its own config: the budget is spent
+    or the last evaluation exceeded ``stop_return``."""
+    history, config = record.get("history") or [], record.get("config", {})
+    if not history:
+        return False
+    return (history[-1]["step"] >= config.get("total_timesteps", float("inf"))
+            or mean_return(history[-1]) > config.get("stop_return", float("inf")))
+
+
+@dataclass
+class RunResult:
+    """What ``train`` leaves behind: where the run lives and how it ended."""
+
+    run_dir: Path
+    num_timesteps: int
+    eval_history: list[dict[str, Any]]
+    stop_reason: str
+    wandb_url: str | None
+    wandb_run_id: str
+
+
+class RunningMeans:
+    """A running sum and count per metric, of its finite values since the last ``pop``.
+
+    A NaN (the explained variance of a constant target) is left out of its metric's mean instead of
+    turning the whole mean into NaN; a metric without any finite value in the window is NaN.
+    """
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, values: dict[str, float]) -> None:
+        """Count one update's statistics."""
+        for key, value in values.items():
+            self.sums.setdefault(key, 0.0)
+            self.counts.setdefault(key, 0)
+            if math.isfinite(value):
+                self.sums[key] += value
+                self.counts[key] += 1
+
+    def pop(self) -> dict[str, float]:
+        """Each metric's mean over the window, by name; the next window starts empty."""
+        means = {key: self.sums[key] / self.counts[key] if self.counts[key] else math.nan for key in sorted(self.sums)}
+        self.sums, self.counts = {}, {}
+        return means
+
+
+class _StopRequest:
+    """Turns SIGTERM into a request that the loop honours between updates: checkpoint, then return."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self) -> _StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def _check_resumable(saved: dict[str, Any], config: TrainConfig, where: Path) -> None:
+    differences = config_differences(saved, config)
+    if differences:
+        raise RLHelpersError(
+            f"run directory {where} holds a run with a different config ({'; '.join(differences)}); "
+            "use the saved settings, another --runs-dir, or delete that directory to start over")
+
+
+def _history_record(trainer: Trainer, run_id: str) -> dict[str, Any]:
+    """The contents of eval_history.json."""
+    config = trainer.config
+    return {"run_name": config.run_name, "wandb_run_id": run_id, "config": config.to_dict(),
+            "provenance": trainer.sessions, "history": trainer.eval_history}
+
+
+def _checkpoint(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, run_id: str) -> None:
+    """Save the training state, then eval_history.json: the history may lag the checkpoint, never lead it."""
+    state = trainer.state_dict()
+    state["wandb_run_id"] = run_id
+    run_dir.save_checkpoint(state, trainer.num_timesteps, trainer.config.keep_checkpoints)
+    run_dir.write_history(_history_record(trainer, run_id))
+    lock.heartbeat()
+
+
+def _next_multiple(step: int, interval: int) -> int:
+    """The first multiple of ``interval`` after ``step``."""
+    return (step // interval + 1) * interval
+
+
+def _progress_bar(trainer: Trainer, show: bool) -> tqdm:
+    cfg = trainer.config
+    # In a notebook every refresh is kept in the saved output: refresh rarely there (tqdm's monitor
+    # would otherwise force one every 10-15 s).
+    mininterval = 1.0 if sys.stderr.isatty() else 30.0
+    bar = tqdm(total=cfg.total_timesteps, initial=min(trainer.num_timesteps, cfg.total_timesteps),
+               desc=cfg.run_name, unit="step", unit_scale=True, disable=not show,
+               mininterval=mininterval, maxinterval=mininterval, file=sys.stderr)
+    if trainer.eval_history:
+        bar.set_postfix_str(f"eval {mean_return(trainer.eval_history[-1]):.1f}", refresh=False)
+    return bar
+
+
+def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
+    """Train (or resume) the run (config.algo, config.seed) in ``<runs_dir>/<algo>_seed-<seed>``.
+
+    Evaluates at step 0 and every ``eval_interval`` steps and at the end of the budget, checkpoints
+    after each evaluation and every ``checkpoint_interval_s`` seconds, and stops at
+    ``total_timesteps`` or once the mean evaluation return exceeds ``stop_return``. Saves the model
+    weights every ``snapshot_interval`` steps and at the end. SIGTERM checkpoints and returns.
+    """
+    config, device = resolve_config(config)
+    run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
+    saved_record = run_dir.read_history()
+    if saved_record is not None:
+        _check_resumable(saved_record.get("config", {}), config, run_dir.path)
+    run_dir.create()
+    lock = RunLock(run_dir.path)
+    lock.acquire()
+    trainer = None
+    tracker = None
+    try:
+        run_dir.remove_stale_files()  # leftovers of a writer killed mid-checkpoint; we hold the lock now
+        state = run_dir.load_latest_checkpoint()
+        if state is not None:
+            _check_resumable(state["config"], config, run_dir.path)
+            # A writer killed between its rename and its pruning leaves one checkpoint too many.
+            run_dir.prune(int(state["num_timesteps"]), config.keep_checkpoints)
+        elif saved_record is not None and saved_record.get("history"):
+            history = saved_record["history"]
+            if history_finished(saved_record):
+                # Committed results come without checkpoints: a finished run is reported, not retrained.
+                print(f"{config.run_name} is finished (evaluated up to step {history[-1]['step']:,}, "
+                      f"last evaluation {mean_return(history[-1]):.2f}); its checkpoints are not here, "
+                      "so it is reported as it is", file=sys.stderr)
+                return RunResult(run_dir.path, int(history[-1]["step"]), history, "finished earlier", None,
+                                 saved_record.get("wandb_run_id", ""))
+            raise RLHelpersError(
+                f"{run_dir.history_path} has evaluation results up to step {history[-1]['step']:,} but no "
+                "checkpoint was found; restore the checkpoint files, train your own run in another runs "
+                "directory (--runs-dir, or runs_dir in the notebook), or delete this run directory to start over")
+        run_id = (state or {}).get("wandb_run_id") or (saved_record or {}).get("wandb_run_id") or new_run_id()
+        trainer = Trainer(config, device)
+        if state is not None:
+            trainer.load_state_dict(state)
+            print(f"Resuming {config.run_name} from step {trainer.num_timesteps:,} ({run_dir.path})", file=sys.stderr)
+        trainer.sessions.append(session_provenance(device, config.precision, config.env_threads,
+                                                   trainer.num_timesteps))
+        metrics_log = MetricsLog(run_dir.path / METRICS_FILE)
+        # Lines logged after the checkpoint belong to work that is about to be redone.
+        metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
+        run_dir.write_history(_history_record(trainer, run_id))
+        tracker = Tracker(config, run_id, metrics_log)
+        with _StopRequest() as stop, _progress_bar(trainer, show_progress) as bar:
+            stop_reason = _train_loop(trainer, run_dir, lock, tracker, run_id, bar, stop)
+        return RunResult(run_dir.path, trainer.num_timesteps, trainer.eval_history, stop_reason, tracker.url, run_id)
+    except BaseException:
+        if tracker is not None:
+            tracker.finish(exit_code=1)  # an interrupted or failed session shows as such in W&B
+            tracker = None
+        raise
+    finally:
+        if tracker is not None:
+            tracker.finish()
+        if trainer is not None:
+            trainer.close()
+        lock.release()
+
+
+def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker: Tracker, run_id: str,
+                bar: tqdm, stop: _StopRequest) -> str:
+    """Train until the budget is spent, an evaluation exceeds ``stop_return`` or SIGTERM; return why."""
+    cfg = trainer.config
+    if trainer.eval_history and mean_return(trainer.eval_history[-1]) > cfg.stop_return:
+        return "stop_return"
+    last_eval_step = trainer.eval_history[-1]["step"] if trainer.eval_history else None
+    next_eval = 0 if last_eval_step is None else _next_multiple(last_eval_step, cfg.eval_interval)
+    next_snapshot = _next_multiple(trainer.num_timesteps - 1, cfg.snapshot_interval)
+    log_every = max(1, LOG_INTERVAL // cfg.batch_size)
+    means = RunningMeans()
+    # train_seconds counts on from the saved total: it is the time since this (shifted) origin.
+    clock_origin = time.monotonic() - trainer.train_seconds
+    last_save = log_time = time.monotonic()
+    log_steps = trainer.num_timesteps
+    while True:
+        if trainer.num_timesteps >= next_snapshot:
+            run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
+            next_snapshot = _next_multiple(trainer.num_timesteps, cfg.snapshot_interval)
+        budget_spent = trainer.num_timesteps >= cfg.total_timesteps
+        if trainer.num_timesteps >= next_eval or (budget_spent and last_eval_step != trainer.num_timesteps):
+            trainer.train_seconds = time.monotonic() - clock_origin
+            record = trainer.evaluate()
+            last_eval_step, next_eval = trainer.num_timesteps, _next_multiple(trainer.num_timesteps, cfg.eval_interval)
+            score = mean_return(record)
+            tracker.log({"eval/mean_return": score, "eval/std_return": float(np.std(record["returns"])),
+                         "eval/mean_length": float(np.mean(record["lengths"]))}, trainer.num_timesteps)
+            trainer.train_seconds = time.monotonic() - clock_origin
+            _checkpoint(trainer, run_dir, lock, run_id)
+            last_save = time.monotonic()
+            bar.set_postfix_str(f"eval {score:.1f}", refresh=False)
+            if score > cfg.stop_return:
+                stop_reason = "stop_return"
+                break
+        if budget_spent:
+            stop_reason = "total_timesteps"
+            break
+        means.add(trainer.train_iteration())
+        bar.update(cfg.batch_size)
+        if trainer.n_updates % log_every == 0:
+            now = time.monotonic()
+            metrics = {f"losses/{key}": value for key, value in means.pop().items()}
+            metrics["charts/fps"] = (trainer.num_timesteps - log_steps) / max(now - log_time, 1e-9)
+            if trainer.episode_returns:
+                metrics["charts/episode_return"] = float(np.mean(trainer.episode_returns))
+                metrics["charts/episode_length"] = float(np.mean(trainer.episode_lengths))
+            tracker.log(metrics, trainer.num_timesteps)
+            log_time, log_steps = now, trainer.num_timesteps
+            lock.heartbeat()
+        if stop.requested or time.monotonic() - last_save >= cfg.checkpoint_interval_s:
+            trainer.train_seconds = time.monotonic() - clock_origin
+            _checkpoint(trainer, run_dir, lock, run_id)
+            last_save = time.monotonic()
+            if stop.requested:
+                return "stopped by SIGTERM"
+    run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
+    return stop_reason
