@@ -26,8 +26,13 @@ def state_value(logits: torch.Tensor, critic: torch.Tensor) -> torch.Tensor:
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """1 - Var[target - predicted] / Var[target] (1 is perfect, 0 is no better than a constant)."""
-    return 1.0 - (target - predicted).var() / target.var().clamp_min(1e-8)
+    """1 - Var[target - predicted] / Var[target] (1 is perfect, 0 is no better than a constant).
+
+    NaN when the target is constant, where it is undefined (as in Stable-Baselines3). Constancy is
+    tested exactly: the float variance of a constant can be a rounding error rather than zero.
+    """
+    constant = target.amin() == target.amax()
+    return torch.where(constant, torch.nan, 1.0 - (target - predicted).var() / target.var())
 
 
 def _stats(actor_loss: torch.Tensor, critic_loss: torch.Tensor, entropy: torch.Tensor,

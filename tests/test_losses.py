@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from rlhelpers.losses import LOSSES, a2c_loss, state_value, task1_loss, task2_loss
+from rlhelpers.losses import LOSSES, a2c_loss, explained_variance, state_value, task1_loss, task2_loss
 from rlhelpers.networks import ActorCritic, MLPEncoder
 from rlhelpers.optim import RMSpropTFLike
 
@@ -104,6 +104,16 @@ def test_state_value_is_v_or_expected_q() -> None:
     logits, q_values, _, _ = batch()
     torch.testing.assert_close(state_value(logits, q_values[:, :1]), q_values[:, 0])
     torch.testing.assert_close(state_value(logits, q_values), (torch.softmax(logits, -1) * q_values).sum(-1))
+
+
+def test_explained_variance_against_its_formula_and_nan_for_a_constant_target() -> None:
+    target = torch.tensor([1.0, 2.0, 4.0, 8.0])
+    predicted = torch.tensor([1.5, 2.0, 3.0, 9.0])
+    torch.testing.assert_close(explained_variance(predicted, target), 1 - (target - predicted).var() / target.var())
+    assert explained_variance(target, target) == 1.0
+    constant = torch.full((7,), 1 / 3)
+    assert constant.var() > 0  # a rounding error in float32, not zero: constancy must be tested exactly
+    assert explained_variance(torch.randn(7), constant).isnan()  # undefined, as in Stable-Baselines3
 
 
 def test_rmsprop_tf_like_update() -> None:
