@@ -5,17 +5,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import typing
 
 from rlhelpers.config import ENV_DEPENDENT_FIELDS, TrainConfig
 from rlhelpers.errors import RLHelpersError
 
-_TYPES = {"int": int, "float": float, "str": str}
 RUN_FIELDS = ("algo", "seed")  # set per run by the campaign
 
 
-def _option_type(annotation: str):  # noqa: ANN202
-    """argparse type of a TrainConfig field annotation such as ``int`` or ``float | None``."""
-    return _TYPES[annotation.split("|")[0].strip()]
+def _option_type(hint: object) -> type:
+    """The argparse type of a TrainConfig field's type hint: int, float or str (``X | None`` gives X)."""
+    types = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
+    if len(types) != 1 or types[0] not in (int, float, str):
+        raise TypeError(f"TrainConfig field type {hint!r} has no command-line form: use int, float or str")
+    return types[0]
 
 
 def _option(name: str) -> str:
@@ -26,7 +29,7 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] =
                         overrides: dict[str, str] | None = None) -> None:
     """One option per TrainConfig field; with ``overrides`` (field -> default text) the defaults are left
     out of the namespace (argparse.SUPPRESS), so only the options given on the command line appear."""
-    hints = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+    hints = typing.get_type_hints(TrainConfig)
     for f in dataclasses.fields(TrainConfig):
         if f.name in skip:
             continue
@@ -36,7 +39,7 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] =
         parser.add_argument(
             _option(f.name),
             dest=f.name,
-            type=_option_type(str(hints[f.name])),
+            type=_option_type(hints[f.name]),
             default=f.default if overrides is None else argparse.SUPPRESS,
             help=f"{f.metadata['help']} (default: {default_text})",
         )

@@ -1,0 +1,40 @@
+"""The CLI's options are TrainConfig's fields, parsed with the fields' own types."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import pytest
+
+from rlhelpers.__main__ import build_parser
+from rlhelpers.config import TrainConfig
+
+
+def test_every_field_is_an_option_of_its_own_type() -> None:
+    hints = typing.get_type_hints(TrainConfig)
+    samples = {int: ("7", 7), float: ("0.5", 0.5), str: ("x", "x")}
+    argv, expected = ["train"], {}
+    for f in dataclasses.fields(TrainConfig):
+        (kind,) = [t for t in samples if hints[f.name] is t or t in typing.get_args(hints[f.name])]
+        argv += [f"--{f.name.replace('_', '-')}", samples[kind][0]]
+        expected[f.name] = samples[kind][1]
+    args = vars(build_parser().parse_args(argv))
+    assert args.pop("command") == "train"
+    assert args == expected
+    assert all(type(args[name]) is type(value) for name, value in expected.items())  # 7, not 7.0 or "7"
+    assert (type(args["seed"]), type(args["lr"]), type(args["wandb_entity"])) == (int, float, str)
+
+
+def test_defaults_are_the_dataclass_defaults_and_bad_types_are_refused(capsys: pytest.CaptureFixture) -> None:
+    args = vars(build_parser().parse_args(["train"]))
+    del args["command"]
+    assert TrainConfig(**args) == TrainConfig()
+    with pytest.raises(SystemExit) as refused:
+        build_parser().parse_args(["train", "--seed", "1.5"])
+    assert refused.value.code == 2 and "--seed: invalid int value: '1.5'" in capsys.readouterr().err
+
+
+def test_campaign_passes_on_only_the_options_given() -> None:
+    args = vars(build_parser().parse_args(["campaign", "--lr", "0.01", "--total-timesteps", "5000"]))
+    assert args == {"command": "campaign", "parallel": None, "lr": 0.01, "total_timesteps": 5000}
