@@ -29,6 +29,8 @@ def cartpole_args(runs_dir, *extra: str) -> list[str]:
     (["--eval-interval", "0"], "eval_interval must be a positive integer"),
     (["--n-eval-episodes", "0"], "n_eval_episodes must be a positive integer"),
     (["--lr", "-0.1"], "lr must be positive"),
+    # training seeds (seed + step + env) would reach the evaluation seeds, which start at 2**30
+    (["--total-timesteps", str(2**30)], "seed + total_timesteps is too large for the environments' int32 seeds"),
     (["--wandb-mode", "sometimes"], "unknown wandb_mode 'sometimes'"),
     (["--device", "tpu"], "unknown device 'tpu'"),
     pytest.param(["--device", "cuda"], "CUDA is not available",

@@ -1,0 +1,150 @@
+"""The algorithm through ``Trainer``: timeouts are bootstrapped and terminations are not; a checkpoint
+restores the training state exactly, so the resumed learner's next update is the original's."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.config import TrainConfig, resolve_config
+from rlhelpers.errors import RLHelpersError
+from rlhelpers.losses import state_value
+from rlhelpers.trainer import Trainer
+
+GAMMA = 0.9
+EPISODE_STEPS = 8
+
+
+class ConstantRewardEnv(gym.Env):
+    """One observation and reward 1 at every step, whatever the action (Stable-Baselines3's
+    InfiniteHorizonEnv in its simplest form): a task without end whose value is 1 / (1 - gamma).
+    With ``terminate_after`` its episodes end for real after that many steps instead."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, terminate_after: int | None = None) -> None:
+        self.terminate_after = terminate_after
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.ones(1, np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        terminated = self.terminate_after is not None and self.t >= self.terminate_after
+        return np.ones(1, np.float32), 1.0, terminated, False, {}
+
+
+TIMEOUT_ENV = "rlhelpers-test/TimeoutOnly-v0"  # every episode is cut by a time limit
+TERMINATING_ENV = "rlhelpers-test/Terminating-v0"  # every episode terminates
+gym.register(TIMEOUT_ENV, entry_point=ConstantRewardEnv, max_episode_steps=EPISODE_STEPS)
+gym.register(TERMINATING_ENV, entry_point=ConstantRewardEnv, kwargs={"terminate_after": EPISODE_STEPS})
+
+
+def make_trainer(env_id: str, **overrides: Any) -> Trainer:
+    values = dict(algo="a2c", env_id=env_id, n_envs=4, n_steps=5, device="cpu", wandb_mode="disabled")
+    return Trainer(*resolve_config(TrainConfig(**{**values, **overrides})))
+
+
+def critic_value_after_training(env_id: str, updates: int) -> float:
+    """V(s) of the one observation after ``updates`` critic-only updates (no actor or entropy term)."""
+    trainer = make_trainer(env_id, gamma=GAMMA, lr=2e-2, pg_coef=0.0, vf_coef=1.0, ent_coef=0.0)
+    try:
+        for _ in range(updates):
+            trainer.train_iteration()
+        with torch.no_grad():
+            return float(state_value(*trainer.model(trainer.obs[:1])))
+    finally:
+        trainer.close()
+
+
+def test_timeouts_bootstrap_the_critic_towards_the_infinite_horizon_value() -> None:
+    infinite_horizon = 1 / (1 - GAMMA)
+    # Every episode times out after 8 steps, yet nothing in the task ends: V must reach r / (1 - gamma).
+    assert critic_value_after_training(TIMEOUT_ENV, 200) == pytest.approx(infinite_horizon, rel=0.02)
+    # The same rewards with real ends after 8 steps: at most 8 rewards follow, so V stays well below it.
+    assert critic_value_after_training(TERMINATING_ENV, 200) < 0.5 * infinite_horizon
+
+
+# ---------------------------------------------------------------- exact resume
+
+def assert_identical(a: Any, b: Any, where: str = "state") -> None:
+    """Equal to the bit: tensors by value and dtype, containers element by element."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for key in a:
+            assert_identical(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_identical(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def training_state(trainer: Trainer) -> dict[str, Any]:
+    """The trainer's state without the random generators, which are global: they are compared apart."""
+    state = trainer.state_dict()
+    del state["rng"]
+    return state
+
+
+def test_resume_restores_the_state_exactly_and_the_next_update_is_the_same(tmp_path: Path) -> None:
+    original = make_trainer("CartPole-v1", algo="task2", n_eval_episodes=2, n_eval_envs=2)
+    resumed = None
+    try:
+        for _ in range(30):
+            original.train_iteration()
+        original.evaluate()
+        original.train_seconds = 12.5
+        run_dir = RunDirectory(tmp_path)
+        run_dir.save_checkpoint(original.state_dict(), original.num_timesteps, keep=1)
+        rng_at_save = torch.get_rng_state(), random.getstate()
+
+        resumed = make_trainer("CartPole-v1", algo="task2", n_eval_episodes=2, n_eval_envs=2)  # reseeds the RNGs
+        assert not torch.equal(torch.get_rng_state(), rng_at_save[0])
+        resumed.load_state_dict(run_dir.load_latest_checkpoint())
+
+        # Weights, optimizer state (RMSprop's square averages), counters, episode statistics, history.
+        assert_identical(training_state(resumed), training_state(original))
+        assert (resumed.num_timesteps, resumed.n_updates) == (30 * 20, 30)
+        assert resumed.optimizer.state_dict()["state"] and resumed.eval_history and resumed.episode_returns
+        assert torch.equal(torch.get_rng_state(), rng_at_save[0]) and random.getstate() == rng_at_save[1]
+
+        # A resume restarts the episodes in progress, from a reset seeded by the step count; from the same
+        # episodes and the same random state the original and the resumed learner take the same next step.
+        original.restart_episodes(original.config.seed + original.num_timesteps)
+        assert torch.equal(original.obs, resumed.obs)
+        resumed_stats = resumed.train_iteration()
+        torch.set_rng_state(rng_at_save[0])
+        random.setstate(rng_at_save[1])
+        original_stats = original.train_iteration()
+        assert resumed_stats == original_stats
+        assert_identical(training_state(resumed), training_state(original))
+    finally:
+        original.close()
+        if resumed is not None:
+            resumed.close()
+
+
+def test_a_checkpoint_of_another_format_is_refused() -> None:
+    trainer = make_trainer("CartPole-v1")
+    try:
+        state = trainer.state_dict()
+        state["format"] = 1
+        with pytest.raises(RLHelpersError, match=r"checkpoint format 1 is not this version's \(2\)"):
+            trainer.load_state_dict(state)
+    finally:
+        trainer.close()
