@@ -41,8 +41,3 @@ def history_rows(run_dir: Path) -> list[dict[str, Any]]:
     """Every history row logged to one offline W&B run directory, its values decoded from JSON."""
     return [{item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
             for record in run_records(run_dir) if record.WhichOneof("record_type") == "history"]
-
-
-def logged_global_steps(run_dir: Path) -> list[float]:
-    """``global_step`` of every history row logged to one offline W&B run directory."""
-    return [float(row["global_step"]) for row in history_rows(run_dir)]
