@@ -15,7 +15,7 @@ import pytest
 from rlhelpers.__main__ import main
 from rlhelpers.campaign import CAMPAIGN_LOCK, CAMPAIGN_RUNS, TRAIN_LOG, run_status, status_table
 from rlhelpers.checkpoint import RunDirectory
-from rlhelpers.metrics_log import METRICS_FILE, MetricsLog, read_metrics
+from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runlock import LOCK_FILE
 
 RUN_NAMES = [f"{algo}_seed-{seed}" for algo, seed in CAMPAIGN_RUNS]
@@ -50,14 +50,15 @@ def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:
     write_history(tmp_path / "task2_seed-0", [-21.0])
     write_history(tmp_path / "a2c_seed-100", [-21.0])
     hold_lock(tmp_path / "a2c_seed-100" / LOCK_FILE, live_pid)
-    log = MetricsLog(tmp_path / "a2c_seed-100" / METRICS_FILE)
-    for step in (0, 400, 800):
-        log.append({"charts/fps": 1.0}, step)
+    # Records 4 s apart (appended in one go they can share a millisecond, and then no rate shows).
+    start = time.time() - 8
+    lines = [json.dumps({"global_step": step, "time": start + step / 100, "charts/fps": 1.0}) for step in (0, 400, 800)]
+    (tmp_path / "a2c_seed-100" / METRICS_FILE).write_text("\n".join(lines) + "\n")
     states = {name: run_status(tmp_path / name).state for name in RUN_NAMES}
     assert states == {"a2c_seed-0": "finished", "task1_seed-0": "stopped at > 18", "task2_seed-0": "paused",
                       "a2c_seed-100": "running", "task1_seed-100": "not started", "task2_seed-100": "not started"}
     running = run_status(tmp_path / "a2c_seed-100")
-    assert running.steps == 800 and running.steps_per_s > 0
+    assert running.steps == 800 and running.steps_per_s == pytest.approx(100.0)
     assert running.eta_s == pytest.approx(200 / running.steps_per_s)
     finished = run_status(tmp_path / "a2c_seed-0")
     assert finished.last_mean == 3.0 and finished.last_sem == pytest.approx(1.0) and finished.best_mean == 3.0
