@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlhelpers.config import TrainConfig
+from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.losses import LOSSES, state_value
 from rlhelpers.networks import ActorCritic, build_model
 
@@ -62,8 +62,9 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
     with the trainer's n-step returns (clipped rewards on Atari); the model is not changed."""
     from rlhelpers.trainer import Trainer  # the trainer's own rollout code, so the states are the training ones
 
-    trainer = Trainer(TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0}),
-                      model=copy.deepcopy(model))
+    replay_config, device = resolve_config(
+        TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0}))
+    trainer = Trainer(replay_config, device, model=copy.deepcopy(model))
     try:
         obs, actions, returns = [], [], []
         for _ in range(n_rollouts):
