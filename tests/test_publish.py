@@ -117,7 +117,8 @@ def test_offline_publish_writes_one_complete_run_per_algo_and_seed(trained: Trai
     out = capsys.readouterr().out
     new = offline_folders(root) - before
     assert len(new) == 2, "one folder per (algo, seed)"
-    assert f"Upload with: wandb sync {' '.join(str(p) for p in sorted(new))}" in out
+    (upload,) = [line for line in out.splitlines() if line.startswith("Upload with: wandb sync ")]
+    assert sorted(upload.removeprefix("Upload with: wandb sync ").split(" ")) == sorted(str(p) for p in new)
     for run_path in trained.runs.values():
         saved = json.loads((run_path / "eval_history.json").read_text())
         (folder,) = new & offline_folders(root, saved["wandb_run_id"])
