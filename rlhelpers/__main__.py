@@ -143,7 +143,8 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from rlhelpers.run import mean_return, train
+    from rlhelpers.evaluation import mean_return
+    from rlhelpers.run import train
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
     result = train(TrainConfig(**values))

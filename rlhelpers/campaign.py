@@ -13,7 +13,6 @@ SIGTERM if the campaign itself is killed.
 from __future__ import annotations
 
 import ctypes
-import math
 import signal
 import subprocess
 import sys
@@ -22,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from rlhelpers.checkpoint import RunDirectory
 from rlhelpers.config import TrainConfig
 from rlhelpers.errors import RLHelpersError
+from rlhelpers.evaluation import mean_and_sem
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runlock import RunLock
 
@@ -66,12 +65,6 @@ class RunStatus:
         return max(self.total_timesteps - self.steps, 0) / self.steps_per_s
 
 
-def _mean_sem(returns: list[float]) -> tuple[float, float]:
-    values = np.asarray(returns, dtype=float)
-    sem = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
-    return float(values.mean()), float(sem)
-
-
 def _recent_rate(metrics: list[dict[str, Any]]) -> float | None:
     """Environment steps per second over the last RATE_WINDOW_S of the latest session's records."""
     if len(metrics) < 2:
@@ -99,8 +92,8 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
     steps = max([int(h["step"]) for h in history[-1:]] + [int(m["global_step"]) for m in metrics[-1:]] + [0])
     last_mean = last_sem = best_mean = None
     if history:
-        last_mean, last_sem = _mean_sem(history[-1]["returns"])
-        best_mean = max(_mean_sem(h["returns"])[0] for h in history)
+        last_mean, last_sem = mean_and_sem(history[-1]["returns"])
+        best_mean = max(mean_and_sem(h["returns"])[0] for h in history)
     if run.path.is_dir() and RunLock(run.path).live_owner() is not None:
         state = "running"
     elif last_mean is not None and stop is not None and last_mean > stop:

@@ -1,6 +1,11 @@
-"""Evaluation: complete episodes with the stochastic policy on a separate vector env."""
+"""Evaluation: complete episodes with the stochastic policy on a separate vector env, and the
+statistics that every reader of an evaluation history (``{"step", "returns", "lengths"}`` records)
+computes from it."""
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,3 +52,36 @@ def evaluate_policy(
                     returns.append(float(info["episode"]["r"][i]))
                     lengths.append(int(info["episode"]["l"][i]))
     return returns, lengths
+
+
+def mean_and_sem(returns: list[float]) -> tuple[float, float]:
+    """Mean of ``returns`` and its standard error (std with ddof=1 over sqrt(n); 0 for a single value)."""
+    values = np.asarray(returns, dtype=float)
+    sem = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return float(values.mean()), float(sem)
+
+
+def mean_return(record: dict[str, Any]) -> float:
+    """Mean evaluation return of one history record."""
+    return float(np.mean(record["returns"]))
+
+
+def evaluation_metrics(record: dict[str, Any]) -> dict[str, float]:
+    """What one evaluation contributes to W&B and metrics.jsonl: mean, std (ddof 0) and mean length."""
+    return {"eval/mean_return": mean_return(record), "eval/std_return": float(np.std(record["returns"])),
+            "eval/mean_length": float(np.mean(record["lengths"]))}
+
+
+def stopped_early(record: dict[str, Any]) -> bool:
+    """Whether an eval_history.json record's last evaluation exceeded its ``stop_return``: the run
+    stopped there and its policy is frozen."""
+    history, stop = record.get("history") or [], record.get("config", {}).get("stop_return")
+    return bool(history) and stop is not None and mean_return(history[-1]) > stop
+
+
+def history_finished(record: dict[str, Any]) -> bool:
+    """Whether an eval_history.json record shows its run done by its own config: the budget is spent
+    or it stopped early."""
+    history = record.get("history") or []
+    total = record.get("config", {}).get("total_timesteps")
+    return bool(history) and (stopped_early(record) or (total is not None and history[-1]["step"] >= total))

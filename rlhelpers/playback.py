@@ -22,7 +22,7 @@ from rlhelpers.checkpoint import SNAPSHOT_DIR, RunDirectory
 from rlhelpers.config import TrainConfig
 from rlhelpers.envs import make_vec_env
 from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import evaluate_policy
+from rlhelpers.evaluation import evaluate_policy, mean_and_sem
 from rlhelpers.networks import ActorCritic, build_model, sample_actions
 
 POLICY_FILE = "policy.pt"
@@ -79,11 +79,6 @@ class Rescore:
         return abs(self.mean - self.last_mean) <= 1.96 * math.hypot(self.sem, self.last_sem)
 
 
-def _mean_sem(values: list[float]) -> tuple[float, float]:
-    array = np.asarray(values, dtype=float)
-    return float(array.mean()), float(array.std(ddof=1) / math.sqrt(len(array))) if len(array) > 1 else 0.0
-
-
 def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0) -> Rescore:
     """Re-score ``<run_dir>/policy.pt`` over ``episodes`` complete episodes, on env seeds far from every
     report run's training and evaluation seeds."""
@@ -97,8 +92,8 @@ def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0)
     finally:
         env.close()
     history = (run.read_history() or {}).get("history") or []
-    last_mean, last_sem = _mean_sem(history[-1]["returns"]) if history else (None, None)
-    return Rescore(returns, *_mean_sem(returns), last_mean, last_sem)
+    last_mean, last_sem = mean_and_sem(history[-1]["returns"]) if history else (None, None)
+    return Rescore(returns, *mean_and_sem(returns), last_mean, last_sem)
 
 
 def _frame(obs: np.ndarray, score: tuple[int, int], scale: int) -> np.ndarray:

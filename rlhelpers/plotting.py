@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from matplotlib.figure import Figure
 
 from rlhelpers.checkpoint import HISTORY_FILE
 from rlhelpers.config import ALGOS
+from rlhelpers.evaluation import mean_and_sem, mean_return, stopped_early
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 
 REPORT_SEEDS = (0, 100)
@@ -36,6 +36,14 @@ def expected_runs(algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPOR
     return [f"{algo}_seed-{seed}" for algo in algos for seed in seeds]
 
 
+def _pooled(by_step: dict[int, list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Steps in order, and at each the mean, standard error and count of the returns pooled there."""
+    steps = sorted(by_step)
+    stats = [mean_and_sem(by_step[step]) for step in steps]
+    return (np.array(steps), np.array([m for m, _ in stats]), np.array([e for _, e in stats]),
+            np.array([len(by_step[step]) for step in steps]))
+
+
 def learning_curve(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per evaluation step: the mean over all episodes of all given runs, its standard error
     (std with ddof=1 over the pooled episodes / sqrt(n)), and n."""
@@ -43,20 +51,7 @@ def learning_curve(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarra
     for record in records:
         for point in record["history"]:
             by_step.setdefault(int(point["step"]), []).extend(point["returns"])
-    steps = np.array(sorted(by_step))
-    means, sems, counts = [], [], []
-    for step in steps:
-        returns = np.asarray(by_step[step], dtype=float)
-        means.append(returns.mean())
-        sems.append(returns.std(ddof=1) / math.sqrt(len(returns)) if len(returns) > 1 else 0.0)
-        counts.append(len(returns))
-    return steps, np.array(means), np.array(sems), np.array(counts)
-
-
-def stopped_early(record: dict[str, Any]) -> bool:
-    """Whether a run stopped because its last evaluation exceeded its ``stop_return``: its policy is frozen."""
-    history, stop = record.get("history") or [], record.get("config", {}).get("stop_return")
-    return bool(history) and stop is not None and float(np.mean(history[-1]["returns"])) > stop
+    return _pooled(by_step)
 
 
 @dataclass
@@ -89,11 +84,7 @@ def algo_curve(records: list[dict[str, Any]]) -> AlgoCurve:
                 by_step.setdefault(step, []).extend(points[step])
             elif record["run_name"] in stopped and step > stopped[record["run_name"]]:
                 by_step.setdefault(step, []).extend(record["history"][-1]["returns"])
-    steps = np.array(sorted(by_step))
-    pooled = [np.asarray(by_step[s], dtype=float) for s in steps]
-    means = np.array([r.mean() for r in pooled])
-    sems = np.array([r.std(ddof=1) / math.sqrt(len(r)) if len(r) > 1 else 0.0 for r in pooled])
-    return AlgoCurve(steps, means, sems, np.array([len(r) for r in pooled]), stopped)
+    return AlgoCurve(*_pooled(by_step), stopped)
 
 
 def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tuple[Figure, list[str]]:
@@ -116,7 +107,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tupl
         ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=color, alpha=0.25)
         for run in sorted(runs, key=lambda r: r["config"]["seed"]):
             steps = [p["step"] for p in run["history"]]
-            means = [float(np.mean(p["returns"])) for p in run["history"]]
+            means = [mean_return(p) for p in run["history"]]
             ax.plot(steps, means, LINE_STYLES[algo], color=color, linewidth=0.7, alpha=0.6,
                     label=f"_{run['run_name']}")
             if run["run_name"] in curve.stopped:

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import wandb
 
 from rlhelpers.checkpoint import HISTORY_FILE, RunDirectory
 from rlhelpers.errors import RLHelpersError
+from rlhelpers.evaluation import evaluation_metrics
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runlock import RunLock
 from rlhelpers.tracking import has_wandb_key, init_run
@@ -44,12 +44,10 @@ class Published:
     project_url: str | None  # the project's web address (online only)
 
 
-def evaluation_metrics(point: dict[str, Any]) -> dict[str, Any]:
-    """What one evaluation of ``eval_history.json`` contributes to W&B: mean, std (ddof 0, as logged in
-    training), mean episode length, and the returns themselves."""
-    returns = [float(r) for r in point["returns"]]
-    return {"eval/mean_return": float(np.mean(returns)), "eval/std_return": float(np.std(returns)),
-            "eval/mean_length": float(np.mean(point["lengths"])), "eval/returns": returns}
+def published_evaluation(point: dict[str, Any]) -> dict[str, Any]:
+    """What one evaluation of ``eval_history.json`` contributes to W&B: what training logged (mean, std,
+    mean episode length) and the returns themselves."""
+    return {**evaluation_metrics(point), "eval/returns": [float(r) for r in point["returns"]]}
 
 
 def local_rows(run_path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -60,7 +58,7 @@ def local_rows(run_path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
         row = rows.setdefault(int(line["global_step"]), {})
         row.update({k: v for k, v in line.items() if k not in ("global_step", "time") and v is not None})
     for point in record.get("history", []):
-        rows.setdefault(int(point["step"]), {}).update(evaluation_metrics(point))
+        rows.setdefault(int(point["step"]), {}).update(published_evaluation(point))
     return [{**rows[step], "global_step": step} for step in sorted(rows)]
 
 

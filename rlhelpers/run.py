@@ -23,6 +23,7 @@ from tqdm import tqdm
 from rlhelpers.checkpoint import RunDirectory
 from rlhelpers.config import TrainConfig, config_differences, resolve_config
 from rlhelpers.errors import RLHelpersError
+from rlhelpers.evaluation import evaluation_metrics, history_finished, mean_return
 from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
 from rlhelpers.provenance import session_provenance
 from rlhelpers.runlock import RunLock
@@ -30,21 +31,6 @@ from rlhelpers.tracking import Tracker, new_run_id
 from rlhelpers.trainer import Trainer
 
 LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
-
-
-def mean_return(record: dict[str, Any]) -> float:
-    """Mean evaluation return of one history record."""
-    return float(np.mean(record["returns"]))
-
-
-def history_finished(record: dict[str, Any]) -> bool:
-    """Whether an eval_history.json record shows its run done by its own config: the budget is spent
-    or the last evaluation exceeded ``stop_return``."""
-    history, config = record.get("history") or [], record.get("config", {})
-    if not history:
-        return False
-    return (history[-1]["step"] >= config.get("total_timesteps", float("inf"))
-            or mean_return(history[-1]) > config.get("stop_return", float("inf")))
 
 
 @dataclass
@@ -239,8 +225,7 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
             record = trainer.evaluate()
             last_eval_step, next_eval = trainer.num_timesteps, _next_multiple(trainer.num_timesteps, cfg.eval_interval)
             score = mean_return(record)
-            tracker.log({"eval/mean_return": score, "eval/std_return": float(np.std(record["returns"])),
-                         "eval/mean_length": float(np.mean(record["lengths"]))}, trainer.num_timesteps)
+            tracker.log(evaluation_metrics(record), trainer.num_timesteps)
             trainer.train_seconds = time.monotonic() - clock_origin
             _checkpoint(trainer, run_dir, lock, run_id)
             last_save = time.monotonic()

@@ -8,7 +8,8 @@ grad clip 0.5, TF RMSprop. Evaluation: 10 stochastic-policy episodes every 10k s
 import pytest
 
 from rlhelpers.config import TrainConfig
-from rlhelpers.run import mean_return, train
+from rlhelpers.evaluation import mean_return
+from rlhelpers.run import train
 
 
 @pytest.mark.parametrize("algo", ["a2c", "task1", "task2"])
