@@ -209,6 +209,7 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
     last_eval_step = trainer.eval_history[-1]["step"] if trainer.eval_history else None
     next_eval = 0 if last_eval_step is None else _next_multiple(last_eval_step, cfg.eval_interval)
     next_snapshot = _next_multiple(trainer.num_timesteps - 1, cfg.snapshot_interval)
+    snapshot_step = None  # the step of this session's newest snapshot
     log_every = max(1, LOG_INTERVAL // cfg.batch_size)
     means = RunningMeans()
     # train_seconds counts on from the saved total: it is the time since this (shifted) origin.
@@ -218,7 +219,8 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
     while True:
         if trainer.num_timesteps >= next_snapshot:
             run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
-            next_snapshot = _next_multiple(trainer.num_timesteps, cfg.snapshot_interval)
+            snapshot_step, next_snapshot = trainer.num_timesteps, _next_multiple(trainer.num_timesteps,
+                                                                                 cfg.snapshot_interval)
         budget_spent = trainer.num_timesteps >= cfg.total_timesteps
         if trainer.num_timesteps >= next_eval or (budget_spent and last_eval_step != trainer.num_timesteps):
             trainer.train_seconds = time.monotonic() - clock_origin
@@ -254,5 +256,6 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
             last_save = time.monotonic()
             if stop.requested:
                 return "stopped by SIGTERM"
-    run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
+    if snapshot_step != trainer.num_timesteps:  # the final weights, unless the schedule just saved them
+        run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
     return stop_reason
