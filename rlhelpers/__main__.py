@@ -138,7 +138,7 @@ def _analyze(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
-    print(f"wrote {out}: {len(results['snapshots'])} snapshots, {len(results['history_divergence'])} history pairs")
+    print(f"wrote {out}: {len(results['snapshots'])} snapshots")
     return 0
 
 

@@ -18,8 +18,6 @@ through a stop-gradient). Their count is reported with each result.
    critic and n-step advantage A_t = R_t - V(s_t), on its own rollouts: the empirical trace of its
    covariance over the samples (states, actions and returns all vary).
 4. ``bf16_agreement``: the gradient of the full loss with the encoder in bfloat16 against float32.
-5. ``history_divergence``: the last evaluation at which two runs' histories are identical, and how
-   far apart their mean returns are afterwards.
 """
 
 from __future__ import annotations
@@ -184,28 +182,9 @@ def bf16_agreement(model: ActorCritic, algo: str, batch: Batch, config: TrainCon
     return _cosine_and_relative(grads[0], grads[1])
 
 
-def history_divergence(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
-    """The last step at which two eval histories hold identical returns, and the absolute difference of
-    their mean returns at every later common step."""
-    a = {p["step"]: p["returns"] for p in first["history"]}
-    b = {p["step"]: p["returns"] for p in second["history"]}
-    common = sorted(set(a) & set(b))
-    identical = [s for s in common if a[s] == b[s]]
-    last_identical = None
-    for step in common:
-        if a[step] != b[step]:
-            break
-        last_identical = step
-    later = [s for s in common if last_identical is None or s > last_identical]
-    return {"last_identical_step": last_identical, "identical_steps": len(identical), "common_steps": len(common),
-            "mean_gap": {int(s): abs(float(np.mean(a[s])) - float(np.mean(b[s]))) for s in later}}
-
-
 # ---------------------------------------------------------------- the command: every run's snapshots
 
 SNAPSHOT_GLOB = "snapshots/model-*.pt"
-PAIRS = (("task1_seed-0", "task2_seed-0"), ("task1_seed-100", "task2_seed-100"),
-         ("task1_seed-0", "task1_seed-100"), ("task2_seed-0", "task2_seed-100"), ("a2c_seed-0", "a2c_seed-100"))
 
 
 def stage_snapshots(run_dir: Path, n_stages: int = 3) -> list[Path]:
@@ -221,12 +200,10 @@ def stage_snapshots(run_dir: Path, n_stages: int = 3) -> list[Path]:
 
 
 def analyze_runs(runs_dir: str | Path, n_rollouts: int = 2, n_stages: int = 3, seed: int = 7) -> dict[str, Any]:
-    """Every measurement above for each run's snapshots under ``runs_dir`` and every pair of histories.
+    """Every measurement above for each run's snapshots under ``runs_dir``.
 
     States come from ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``.
     """
-    from rlhelpers.plotting import load_histories
-
     runs_dir = Path(runs_dir)
     results: dict[str, Any] = {"method": __doc__, "n_rollouts": n_rollouts, "env_seed": seed, "snapshots": {}}
     for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
@@ -241,7 +218,4 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 2, n_stages: int = 3, s
                 entry["estimator_variance"] = estimator_variance(model, batch)
             entry["bf16_agreement"] = bf16_agreement(model, config.algo, batch, config)
             results["snapshots"][f"{run_dir.name}@{step}"] = entry
-    histories = load_histories(runs_dir)
-    results["history_divergence"] = {f"{a} vs {b}": history_divergence(histories[a], histories[b])
-                                     for a, b in PAIRS if a in histories and b in histories}
     return results

@@ -85,3 +85,23 @@ def history_finished(record: dict[str, Any]) -> bool:
     history = record.get("history") or []
     total = record.get("config", {}).get("total_timesteps")
     return bool(history) and (stopped_early(record) or (total is not None and history[-1]["step"] >= total))
+
+
+def history_divergence(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Where two eval_history.json records part: the last step up to which every common evaluation holds
+    identical returns, and at each later common step the absolute gap between the two mean returns and
+    the standard error of that gap, sqrt(se_1^2 + se_2^2)."""
+    a = {p["step"]: p["returns"] for p in first["history"]}
+    b = {p["step"]: p["returns"] for p in second["history"]}
+    common = sorted(set(a) & set(b))
+    last_identical = None
+    for step in common:
+        if a[step] != b[step]:
+            break
+        last_identical = step
+    gap, gap_sem = {}, {}
+    for step in (s for s in common if last_identical is None or s > last_identical):
+        (mean_a, sem_a), (mean_b, sem_b) = mean_and_sem(a[step]), mean_and_sem(b[step])
+        gap[int(step)], gap_sem[int(step)] = abs(mean_a - mean_b), math.hypot(sem_a, sem_b)
+    return {"last_identical_step": last_identical, "identical_steps": sum(a[s] == b[s] for s in common),
+            "common_steps": len(common), "mean_gap": gap, "gap_sem": gap_sem}

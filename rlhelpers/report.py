@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlhelpers.config import ALGOS, TrainConfig, validate
 from rlhelpers.errors import RLHelpersError
+from rlhelpers.evaluation import history_divergence
 from rlhelpers.plotting import expected_runs, learning_curve, load_histories
 from rlhelpers.tracking import has_wandb_key, publish_command, resolve_wandb_mode
 
@@ -166,6 +169,7 @@ class RunSummary:
     best_step: int
     first_above: dict[float, int | None]
     first_exceed_step: int | None
+    left_plateau: int | None
     precision: str
     wandb_run_id: str
     wandb_url: str | None
@@ -177,11 +181,23 @@ class RunSummary:
 
 
 MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
+PLATEAU = -20.0  # a random policy scores about -20.5 on Pong; a run has left the plateau once it stays above this
+# Published A2C on Pong with these hyperparameters (rl-baselines3-zoo's runs, OpenAI baselines' Atari 10M
+# benchmark): the environment steps at which the curves leave -20 and pass +18.
+PUBLISHED_A2C = {"leave": (1_000_000, 2_500_000), "pass 18": (6_500_000, 8_000_000)}
 
 
 def _first_step_above(steps: Any, means: Any, level: float) -> int | None:
     above = [int(s) for s, m in zip(steps, means, strict=True) if m > level]
     return above[0] if above else None
+
+
+def _first_step_staying_above(steps: Any, means: Any, level: float) -> int | None:
+    """The first evaluation step from which every later mean exceeds ``level`` (None if the last does not):
+    one lucky evaluation on the plateau does not count as leaving it."""
+    below = [i for i, m in enumerate(means) if m <= level]
+    first = below[-1] + 1 if below else 0
+    return int(steps[first]) if first < len(steps) else None
 
 
 def _run_order(name: str) -> tuple[int, str]:
@@ -219,6 +235,7 @@ def summarize_runs(runs_dir: str | Path, threshold: float = 18.0,
             best_step=int(steps[best]),
             first_above={level: _first_step_above(steps, means, level) for level in (*MILESTONES, threshold)},
             first_exceed_step=_first_step_above(steps, means, threshold),
+            left_plateau=_first_step_staying_above(steps, means, PLATEAU),
             precision=config.get("precision", "not recorded"),
             wandb_run_id=run_id,
             wandb_url=wandb_run_url(config.get("wandb_entity") or wandb_entity,
@@ -247,6 +264,61 @@ def results_markdown(rows: list[RunSummary], threshold: float = 18.0) -> str:
                      f"({r.n_episodes}) | {r.best_mean:.2f} ± {r.best_sem:.2f} ({r.best_step:,}) | {firsts} | "
                      f"{r.precision} | {link} |")
     return "\n".join(lines)
+
+
+def _against(step: int | None, trained: int, published: tuple[int, int]) -> str:
+    low, high = published
+    if step is None:
+        return f"later (not by {trained:,})" if trained > high else f"open (not by {trained:,})"
+    return "earlier" if step < low else "later" if step > high else "within"
+
+
+def learning_speed_markdown(rows: list[RunSummary], threshold: float = 18.0) -> str:
+    """Per run: when it left the plateau (every later evaluation above -20) and first passed ``threshold``,
+    each set against the range of the published A2C curves."""
+    if not rows:
+        return "_No run with an evaluation found._"
+    (leave_low, leave_high), (pass_low, pass_high) = PUBLISHED_A2C["leave"], PUBLISHED_A2C["pass 18"]
+    lines = [
+        f"| run | steps | left the plateau (every later eval > {PLATEAU:g}) at | against published "
+        f"{leave_low / 1e6:g}–{leave_high / 1e6:g}M | first eval > {threshold:g} at | against published "
+        f"{pass_low / 1e6:g}–{pass_high / 1e6:g}M |",
+        "|---|---:|---:|---|---:|---|",
+    ]
+    for r in rows:
+        left = f"{r.left_plateau:,}" if r.left_plateau is not None else "not yet"
+        passed = f"{r.first_exceed_step:,}" if r.first_exceed_step is not None else "not yet"
+        lines.append(f"| {r.run_name} | {r.last_step:,} | {left} | "
+                     f"{_against(r.left_plateau, r.last_step, PUBLISHED_A2C['leave'])} | {passed} | "
+                     f"{_against(r.first_exceed_step, r.last_step, PUBLISHED_A2C['pass 18'])} |")
+    return "\n".join(lines)
+
+
+DIVERGENCE_PAIRS = (("task1_seed-0", "task2_seed-0"), ("task1_seed-100", "task2_seed-100"),
+                    ("a2c_seed-0", "a2c_seed-100"), ("task1_seed-0", "task1_seed-100"),
+                    ("task2_seed-0", "task2_seed-100"))
+
+
+def divergence_markdown(runs_dir: str | Path) -> str:
+    """Where the evaluation histories of task1 and task2 of one seed part, and how far apart they drift
+    afterwards, beside the same figures for two seeds of one algorithm."""
+    histories = load_histories(runs_dir)
+    table = []
+    for a, b in DIVERGENCE_PAIRS:
+        if a in histories and b in histories:
+            d = history_divergence(histories[a], histories[b])
+            gaps, sems = list(d["mean_gap"].values()), list(d["gap_sem"].values())
+            last = d["last_identical_step"]
+            table.append([f"{a} vs {b}", "never" if last is None else f"{last:,}",
+                          f"{d['identical_steps']} / {d['common_steps']}",
+                          f"{np.mean(gaps):.2f}" if gaps else "n/a", f"{max(gaps):.2f}" if gaps else "n/a",
+                          f"{np.mean(sems):.2f}" if sems else "n/a"])
+    if not table:
+        return "_No pair of runs to compare yet: each needs both runs' evaluation histories._"
+    return _table("Where evaluation histories part: the last step up to which both runs' evaluations are "
+                  "identical, then the gap between their mean returns at the common later steps",
+                  ["pair", "identical up to step", "identical / common evaluations", "mean gap after",
+                   "largest gap after", "mean s.e. of the gap"], table)
 
 
 def analysis_status(rows: list[RunSummary]) -> str:
@@ -324,12 +396,6 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
                          _g(v["batch"]["sampled"]), "", _g(v["mean_gradient_sq_norm"])])
     bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
             for key, e in snapshots.items()]
-    divergence = []
-    for pair, d in results["history_divergence"].items():
-        gaps = list(d["mean_gap"].values())
-        divergence.append([pair, "never" if d["last_identical_step"] is None else f"{d['last_identical_step']:,}",
-                           f"{d['identical_steps']} / {d['common_steps']}",
-                           _g(sum(gaps) / len(gaps) if gaps else None), _g(max(gaps) if gaps else None)])
     return "\n\n".join([
         f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy. Actor "
         "parameters: the encoder and the policy head.",
@@ -342,9 +408,6 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
                variance),
         _table("bf16 against fp32 (gradient of the full loss, all parameters)",
                ["snapshot", "cosine", "rel. difference"], bf16),
-        _table("Where evaluation histories part (mean-return gap at the common steps after the last identical one)",
-               ["pair", "last identical step", "identical / common steps", "mean gap after", "largest gap after"],
-               divergence),
     ])
 
 

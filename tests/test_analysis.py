@@ -16,11 +16,12 @@ from rlhelpers.analysis import (
     analyze_runs,
     bf16_agreement,
     estimator_variance,
-    history_divergence,
     task_gradient_agreement,
 )
 from rlhelpers.config import TrainConfig
+from rlhelpers.evaluation import history_divergence
 from rlhelpers.networks import build_model
+from rlhelpers.plotting import load_histories
 from rlhelpers.run import train
 
 
@@ -89,16 +90,6 @@ def test_bf16_gradient_is_close_to_but_not_float32() -> None:
     assert 0.99 < result["cosine"] < 1.0 and result["relative_difference"] > 0
 
 
-def test_history_divergence() -> None:
-    def history(means: list[float]) -> dict:
-        return {"history": [{"step": 100 * i, "returns": [m, m]} for i, m in enumerate(means)]}
-
-    result = history_divergence(history([-21, -20, -19, -10]), history([-21, -20, -18, -12]))
-    assert result["last_identical_step"] == 100 and result["identical_steps"] == 2
-    assert result["mean_gap"] == {200: 1.0, 300: 2.0}
-    assert history_divergence(history([-21]), history([-20]))["last_identical_step"] is None
-
-
 def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     for algo in ("a2c", "task1", "task2"):
         train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,
@@ -111,7 +102,8 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     assert task1["task_gradient_agreement"]["float64"]["relative_difference"] < 1e-10
     assert results["snapshots"]["a2c_seed-0@0"]["a2c_estimator_variance"]["per_sample"] > 0
     # task1 and task2 of one seed start from the same weights and, at step 0, the same evaluation
-    assert results["history_divergence"]["task1_seed-0 vs task2_seed-0"]["last_identical_step"] is not None
+    histories = load_histories(tmp_path)
+    assert history_divergence(histories["task1_seed-0"], histories["task2_seed-0"])["last_identical_step"] == 400
     json.dumps(results)  # the command writes it as JSON
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from rlhelpers import report
 from rlhelpers.errors import RLHelpersError
+from rlhelpers.evaluation import history_divergence
 from rlhelpers.plotting import expected_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,3 +329,51 @@ def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
     (tmp_path / "agent.gif").write_bytes(b"GIF89a-not-really")
     html = report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
     assert html.startswith('<img src="data:image/gif;base64,R0lGODlh')
+
+
+def _record(algo: str, seed: int, means: list[float], every: int = 1_000_000) -> dict:
+    """An eval_history.json record with two returns per evaluation, mean ± 1, every ``every`` steps."""
+    return {"run_name": f"{algo}_seed-{seed}",
+            "config": {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "total_timesteps": 10_000_000,
+                       "stop_return": 18.0},
+            "history": [{"step": i * every, "returns": [m - 1.0, m + 1.0], "lengths": [800, 800]}
+                        for i, m in enumerate(means)]}
+
+
+def _write_runs(runs_dir: Path, records: list[dict]) -> None:
+    for rec in records:
+        (runs_dir / rec["run_name"]).mkdir(parents=True)
+        (runs_dir / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
+
+
+def test_learning_speed_against_the_published_ranges(tmp_path: Path) -> None:
+    _write_runs(tmp_path, [
+        _record("a2c", 0, [-20.5, -19.5, -20.5, -15.0, 0.0, 10.0, 17.0, 18.5]),  # a lucky eval at 1M; left at 3M
+        _record("a2c", 100, [-20.5, -20.0, -18.0, -10.0, 5.0, 12.0, 16.0, 17.0, 17.5, 17.9, 18.0]),  # 18 not passed
+        _record("task1", 0, [-20.5, -20.3, -19.0]),  # left at 2M, still training
+    ])
+    rows = report.summarize_runs(tmp_path)
+    assert [r.left_plateau for r in rows] == [3_000_000, 2_000_000, 2_000_000]
+    text = report.learning_speed_markdown(rows)
+    assert "| a2c_seed-0 | 7,000,000 | 3,000,000 | later | 7,000,000 | within |" in text
+    assert "| a2c_seed-100 | 10,000,000 | 2,000,000 | within | not yet | later (not by 10,000,000) |" in text
+    assert "| task1_seed-0 | 2,000,000 | 2,000,000 | within | not yet | open (not by 2,000,000) |" in text
+    assert report.learning_speed_markdown([]) == "_No run with an evaluation found._"
+
+
+def test_history_divergence_of_same_seed_and_seed_pairs(tmp_path: Path) -> None:
+    task1 = _record("task1", 0, [-21.0, -20.0, -19.0, -10.0])
+    task2 = _record("task2", 0, [-21.0, -20.0, -18.0, -12.0])
+    task2["history"][2]["returns"] = [-19.0, -17.0]  # mean -18, s.e. 1
+    result = history_divergence(task1, task2)
+    assert result["last_identical_step"] == 1_000_000 and result["identical_steps"] == 2
+    assert result["mean_gap"] == {2_000_000: 1.0, 3_000_000: 2.0}
+    assert result["gap_sem"] == {2_000_000: pytest.approx(2 ** 0.5), 3_000_000: pytest.approx(2 ** 0.5)}
+    assert history_divergence(_record("a2c", 0, [-21.0]), _record("a2c", 100, [-20.0]))["last_identical_step"] is None
+
+    assert "No pair of runs" in report.divergence_markdown(tmp_path)
+    _write_runs(tmp_path, [task1, task2, _record("task1", 100, [-20.0, -20.0, -15.0, -10.0])])
+    text = report.divergence_markdown(tmp_path)
+    assert "| task1_seed-0 vs task2_seed-0 | 1,000,000 | 2 / 4 | 1.50 | 2.00 | 1.41 |" in text
+    assert "| task1_seed-0 vs task1_seed-100 | never | 2 / 4 | 1.25 | 4.00 | 1.41 |" in text
+    assert "task2_seed-100" not in text
