@@ -17,6 +17,11 @@ through a stop-gradient). Their count is reported with each result.
 3. ``a2c_estimator_variance``: A2C's own per-sample estimator A_t grad log pi(a_t|s_t) with its V
    critic and n-step advantage A_t = R_t - V(s_t), on its own rollouts: the empirical trace of its
    covariance over the samples (states, actions and returns all vary).
+
+   Beside each variance: the signal |E g|^2, estimated without bias as |mean g|^2 minus the variance
+   of that mean (variance / (n - 1) over n states or samples), and the signal-to-noise ratio of a
+   batch of B: |E g|^2 / (variance / B). Above 1, a batch's gradient points mostly where the expected
+   gradient does; below 1, mostly in directions that the next batch undoes.
 4. ``bf16_agreement``: the gradient of the full loss with the encoder in bfloat16 against float32.
 """
 
@@ -82,6 +87,15 @@ def actor_parameters(model: ActorCritic) -> list[torch.nn.Parameter]:
     return [p for name, p in model.named_parameters() if not name.startswith("critic_head.")]
 
 
+def _signal(mean_g: torch.Tensor, variance: float, n: int) -> float:
+    """Unbiased estimate of |E g|^2 from the mean of n draws and their (population) variance."""
+    return float(mean_g.square().sum()) - (variance / (n - 1) if n > 1 else 0.0)
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else math.inf
+
+
 def _flat_grad(output: torch.Tensor, params: list[torch.nn.Parameter]) -> torch.Tensor:
     grads = torch.autograd.grad(output, params, retain_graph=True, allow_unused=True)
     return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params,
@@ -142,15 +156,18 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 80) -
     mean_g = sum_g / n
     state_var = sum_sq_g / n - float(mean_g.square().sum())
     per_state_action_var = action_var / n
+    signal = _signal(mean_g, state_var, n)
+    batch_var = {"all_action": state_var / batch_size, "sampled": (state_var + per_state_action_var) / batch_size}
     return {
         "n_states": n,
         "n_parameters": sum(p.numel() for p in params),
         "mean_gradient_sq_norm": float(mean_g.square().sum()),
+        "signal_sq_norm": signal,
         "per_state": {"all_action": 0.0, "sampled": per_state_action_var},
         "state_variance": state_var,
-        "batch": {"size": batch_size, "all_action": state_var / batch_size,
-                  "sampled": (state_var + per_state_action_var) / batch_size},
-        "sampled_over_all_action_batch": (state_var + per_state_action_var) / state_var if state_var > 0 else math.inf,
+        "batch": {"size": batch_size, **batch_var},
+        "batch_signal_to_noise": {name: _ratio(signal, var) for name, var in batch_var.items()},
+        "sampled_over_all_action_batch": _ratio(state_var + per_state_action_var, state_var),
         "expectation_identity_max_relative_error": identity_error,
     }
 
@@ -164,10 +181,13 @@ def a2c_estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 8
         advantage = (ret - value[0, 0]).detach()
         grads.append(_flat_grad(torch.log_softmax(logits, dim=-1)[0, action] * advantage, params).double())
     stacked = torch.stack(grads)
-    variance = float((stacked - stacked.mean(0)).square().sum(1).mean())
+    mean_g = stacked.mean(0)
+    variance = float((stacked - mean_g).square().sum(1).mean())
+    signal = _signal(mean_g, variance, len(grads))
     return {"n_states": len(grads), "n_parameters": sum(p.numel() for p in params),
-            "mean_gradient_sq_norm": float(stacked.mean(0).square().sum()),
-            "per_sample": variance, "batch": {"size": batch_size, "sampled": variance / batch_size}}
+            "mean_gradient_sq_norm": float(mean_g.square().sum()), "signal_sq_norm": signal,
+            "per_sample": variance, "batch": {"size": batch_size, "sampled": variance / batch_size},
+            "batch_signal_to_noise": {"sampled": _ratio(signal, variance / batch_size)}}
 
 
 def bf16_agreement(model: ActorCritic, algo: str, batch: Batch, config: TrainConfig) -> dict[str, float]:

@@ -387,13 +387,15 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
     for key, entry in task.items():
         v = entry["estimator_variance"]
         variance.append([key, "all-action ∇Σπ·sg[Q]", "0 (given s)", _g(v["batch"]["all_action"]), "1",
-                         _g(v["mean_gradient_sq_norm"])])
+                         _g(v["signal_sq_norm"]), _g(v["batch_signal_to_noise"]["all_action"])])
         variance.append([key, "sampled ∇log π(a)·sg[Q(a)−Ṽ], a~π", _g(v["per_state"]["sampled"]),
-                         _g(v["batch"]["sampled"]), _g(v["sampled_over_all_action_batch"]), ""])
+                         _g(v["batch"]["sampled"]), _g(v["sampled_over_all_action_batch"]), "same",
+                         _g(v["batch_signal_to_noise"]["sampled"])])
     for key, entry in a2c.items():
         v = entry["a2c_estimator_variance"]
         variance.append([key, "a2c A_t ∇log π(a_t), n-step A_t", f"{_g(v['per_sample'])} (per sample)",
-                         _g(v["batch"]["sampled"]), "", _g(v["mean_gradient_sq_norm"])])
+                         _g(v["batch"]["sampled"]), "", _g(v["signal_sq_norm"]),
+                         _g(v["batch_signal_to_noise"]["sampled"])])
     bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
             for key, e in snapshots.items()]
     return "\n\n".join([
@@ -404,7 +406,8 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
                 "float64 rel. difference"], agreement),
         _table("Variance of the actor's gradient estimators (trace of the covariance; a batch of 80 states "
                "treated as independent)",
-               ["snapshot", "estimator", "per state", "batch of 80", "batch: sampled / all-action", "‖E g‖²"],
+               ["snapshot", "estimator", "per state", "batch of 80", "batch: sampled / all-action", "‖E g‖²",
+                "signal / noise, batch of 80"],
                variance),
         _table("bf16 against fp32 (gradient of the full loss, all parameters)",
                ["snapshot", "cosine", "rel. difference"], bf16),

@@ -51,6 +51,9 @@ def test_estimator_variance_matches_the_closed_form() -> None:
     assert abs(result["state_variance"]) < 1e-12  # every state has the same all-action gradient
     assert math.isclose(result["mean_gradient_sq_norm"], float(np.sum(mean ** 2)), rel_tol=1e-9)
     assert math.isclose(result["batch"]["sampled"], expected / 80, rel_tol=1e-6)
+    assert math.isclose(result["signal_sq_norm"], float(np.sum(mean ** 2)), rel_tol=1e-9)  # no state variance
+    assert math.isclose(result["batch_signal_to_noise"]["sampled"], float(np.sum(mean ** 2)) / (expected / 80),
+                        rel_tol=1e-6)
     assert result["expectation_identity_max_relative_error"] < 1e-12
 
 
@@ -77,6 +80,10 @@ def test_a2c_variance_of_two_samples_is_their_half_distance_squared() -> None:
          for i in range(2)]
     result = a2c_estimator_variance(model, batch, batch_size=80)
     assert math.isclose(result["per_sample"], float((g[0] - g[1]).double().square().sum()) / 4, rel_tol=1e-5)
+    # |mean|^2 - variance / (n - 1) = |g0 + g1|^2 / 4 - |g0 - g1|^2 / 4 = g0 . g1, the unbiased estimate of |E g|^2
+    assert math.isclose(result["signal_sq_norm"], float(torch.dot(g[0].double(), g[1].double())), rel_tol=1e-4)
+    snr = result["batch_signal_to_noise"]["sampled"]
+    assert math.isclose(snr, result["signal_sq_norm"] / result["batch"]["sampled"])
     same = Batch(batch.obs[:1].repeat(3, 1), batch.actions[:1].repeat(3), batch.returns[:1].repeat(3))
     assert a2c_estimator_variance(model, same)["per_sample"] < 1e-12
 
