@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +41,10 @@ def test_defaults_are_the_dataclass_defaults_and_bad_types_are_refused(capsys: p
 def test_campaign_passes_on_only_the_options_given() -> None:
     args = vars(build_parser().parse_args(["campaign", "--lr", "0.01", "--total-timesteps", "5000"]))
     assert args == {"command": "campaign", "parallel": None, "lr": 0.01, "total_timesteps": 5000}
+
+
+def test_status_piped_into_a_reader_that_leaves_early_shows_no_traceback(tmp_path: Path) -> None:
+    # `true` exits at once, so the table is written into a closed pipe, as with `status | head -3`
+    piped = subprocess.run(["bash", "-c", f"{sys.executable} -m rlhelpers status --runs-dir {tmp_path} | true"],
+                           capture_output=True, text=True, timeout=120)
+    assert piped.stderr == ""
