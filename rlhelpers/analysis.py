@@ -23,6 +23,9 @@ through a stop-gradient). Their count is reported with each result.
    batch of B: |E g|^2 / (variance / B). Above 1, a batch's gradient points mostly where the expected
    gradient does; below 1, mostly in directions that the next batch undoes.
 4. ``bf16_agreement``: the gradient of the full loss with the encoder in bfloat16 against float32.
+5. ``loss_term_gradients``: the norm of the gradient that each weighted term of a run's own loss
+   (c_pg x actor, c_vf x critic, c_ent x entropy) puts on the encoder and on the policy head: which
+   term moves the policy, and which shapes the shared features.
 """
 
 from __future__ import annotations
@@ -202,6 +205,21 @@ def bf16_agreement(model: ActorCritic, algo: str, batch: Batch, config: TrainCon
     return _cosine_and_relative(grads[0], grads[1])
 
 
+def loss_term_gradients(model: ActorCritic, algo: str, batch: Batch, config: TrainConfig) -> dict[str, Any]:
+    """Norm of the gradient of each weighted term of ``algo``'s loss, with ``config``'s coefficients,
+    on the encoder's and on the policy head's parameters, over the batch."""
+    groups = {"encoder": list(model.encoder.parameters()), "policy_head": list(model.policy_head.parameters())}
+    weights = {"actor": (config.pg_coef, 0.0, 0.0), "critic": (0.0, config.vf_coef, 0.0),
+               "entropy": (0.0, 0.0, config.ent_coef)}
+    logits, critic = model(batch.obs)
+    result: dict[str, Any] = {}
+    for term, (pg_coef, vf_coef, ent_coef) in weights.items():
+        loss, _ = LOSSES[algo](logits, critic, batch.actions, batch.returns, pg_coef=pg_coef, vf_coef=vf_coef,
+                               ent_coef=ent_coef)
+        result[term] = {group: float(_flat_grad(loss, params).norm()) for group, params in groups.items()}
+    return result
+
+
 # ---------------------------------------------------------------- the command: every run's snapshots
 
 SNAPSHOT_GLOB = "snapshots/model-*.pt"
@@ -237,5 +255,6 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 2, n_stages: int = 3, s
                 entry["task_gradient_agreement"] = task_gradient_agreement(model, batch)
                 entry["estimator_variance"] = estimator_variance(model, batch)
             entry["bf16_agreement"] = bf16_agreement(model, config.algo, batch, config)
+            entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
             results["snapshots"][f"{run_dir.name}@{step}"] = entry
     return results

@@ -396,6 +396,10 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
         variance.append([key, "a2c A_t ∇log π(a_t), n-step A_t", f"{_g(v['per_sample'])} (per sample)",
                          _g(v["batch"]["sampled"]), "", _g(v["signal_sq_norm"]),
                          _g(v["batch_signal_to_noise"]["sampled"])])
+    terms = [[key, *(_g(t[term][group]) for group, term in (("policy_head", "actor"), ("policy_head", "entropy"),
+                                                            ("encoder", "actor"), ("encoder", "critic"),
+                                                            ("encoder", "entropy")))]
+             for key, t in ((k, v["loss_term_gradients"]) for k, v in snapshots.items() if "loss_term_gradients" in v)]
     bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
             for key, e in snapshots.items()]
     return "\n\n".join([
@@ -411,6 +415,10 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
                variance),
         _table("bf16 against fp32 (gradient of the full loss, all parameters)",
                ["snapshot", "cosine", "rel. difference"], bf16),
+        _table("Which term moves the policy: gradient norm of each weighted term of the run's own loss "
+               "(c_pg × actor, c_vf × critic, c_ent × entropy)",
+               ["snapshot", "policy head: actor", "policy head: entropy", "encoder: actor", "encoder: critic",
+                "encoder: entropy"], terms),
     ])
 
 

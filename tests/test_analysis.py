@@ -16,6 +16,7 @@ from rlhelpers.analysis import (
     analyze_runs,
     bf16_agreement,
     estimator_variance,
+    loss_term_gradients,
     task_gradient_agreement,
 )
 from rlhelpers.config import TrainConfig
@@ -107,6 +108,7 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     task1 = results["snapshots"]["task1_seed-0@400"]
     assert task1["estimator_variance"]["n_states"] == 20  # one rollout of 4 envs x 5 steps
     assert task1["task_gradient_agreement"]["float64"]["relative_difference"] < 1e-10
+    assert task1["loss_term_gradients"]["critic"]["policy_head"] == 0.0
     assert results["snapshots"]["a2c_seed-0@0"]["a2c_estimator_variance"]["per_sample"] > 0
     # task1 and task2 of one seed start from the same weights and, at step 0, the same evaluation
     histories = load_histories(tmp_path)
@@ -120,3 +122,18 @@ def test_analyze_command_refuses_nonpositive_counts(tmp_path, capsys) -> None:
     assert main(["analyze", "--runs-dir", str(tmp_path), "--rollouts", "0"]) == 2
     assert "--rollouts and --stages must be positive integers" in capsys.readouterr().err
     assert not (tmp_path / "figures").exists()
+
+
+@pytest.mark.parametrize("algo", ["a2c", "task1"])
+def test_loss_term_gradients_scale_with_their_coefficients(algo: str) -> None:
+    torch.manual_seed(3)
+    model = build_model((4,), 3, algo, hidden_size=8)
+    batch = Batch(torch.randn(12, 4), torch.randint(0, 3, (12,)), torch.randn(12))
+    config = TrainConfig(algo=algo)
+    base = loss_term_gradients(model, algo, batch, config)
+    assert base["critic"]["policy_head"] == 0.0  # the critic term never reaches the policy head
+    assert all(base[term][group] > 0 for term in ("actor", "entropy") for group in ("encoder", "policy_head"))
+    doubled = loss_term_gradients(model, algo, batch, TrainConfig(algo=algo, pg_coef=2 * config.pg_coef,
+                                                                  ent_coef=0.0))
+    assert math.isclose(doubled["actor"]["policy_head"], 2 * base["actor"]["policy_head"], rel_tol=1e-5)
+    assert doubled["entropy"]["encoder"] == 0.0 and doubled["critic"] == base["critic"]

@@ -321,6 +321,8 @@ def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
     assert f"| task1_seed-0@200 | 20 | {t['float32']['cosine']:.9f} |" in text
     v = results["snapshots"]["a2c_seed-0@200"]["a2c_estimator_variance"]
     assert f"| {v['per_sample']:.3g} (per sample) |" in text
+    terms = results["snapshots"]["a2c_seed-0@200"]["loss_term_gradients"]
+    assert f"| a2c_seed-0@200 | {terms['actor']['policy_head']:.3g} | {terms['entropy']['policy_head']:.3g} |" in text
     assert "| task1_seed-0 vs task2_seed-0 |" not in text  # task2 is absent: no pair
     assert "No gradient measurements yet" in report.analysis_markdown(None)
 
