@@ -71,7 +71,7 @@ def _text(nb: nbformat.NotebookNode) -> str:
 
 def _results_table(nb: nbformat.NotebookNode) -> str:
     tables = [o["data"]["text/markdown"] for o in _outputs(nb)
-              if o["output_type"] == "display_data" and o["data"].get("text/markdown", "").startswith("| run |")]
+              if o["output_type"] == "display_data" and o["data"].get("text/markdown", "").startswith("| run | env |")]
     assert len(tables) == 1, "the notebook shows exactly one results table"
     return tables[0]
 
@@ -180,6 +180,8 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     text = _text(nb)
     assert "runs not present: task2_seed-100" in text
     assert "Analysis pending" in text and "not yet complete: task2_seed-100" in text
+    assert "| a2c_seed-0 | 600,000 | 300,000 | earlier | 600,000 | earlier |" in text  # learning speed
+    assert "| task1_seed-0 vs task2_seed-0 | 600,000 | 3 / 3 | n/a | n/a | n/a |" in text  # identical histories
     assert not (tmp_path / "wandb").exists(), "report-only mode starts no W&B run"
 
     subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "out.ipynb"],
