@@ -97,8 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_parser = commands.add_parser(
         "analyze", help="measure the report's gradient facts on the runs' snapshots; write a JSON",
         description="On states visited by each snapshot's own policy: task1 vs task2 actor gradients (float32, "
-                    "float64), the all-action vs sampled-action estimator variance, A2C's estimator, bf16 vs fp32; "
-                    "and where pairs of eval histories part.")
+                    "float64), the all-action vs sampled-action estimator variance and signal-to-noise, A2C's "
+                    "estimator, bf16 vs fp32, and the gradient norm of each weighted loss term.")
     analyze_parser.add_argument("--runs-dir", default="runs",
                                 help="directory holding the run directories (default: runs)")
     analyze_parser.add_argument("--out", default="figures/analysis.json",

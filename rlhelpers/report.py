@@ -255,8 +255,7 @@ def results_markdown(rows: list[RunSummary], threshold: float = 18.0) -> str:
         "|---|---|---:|---:|---:|---:|" + "---:|" * len(levels) + "---|---|",
     ]
     for r in rows:
-        firsts = " | ".join(f"{r.first_above[level]:,}" if r.first_above.get(level) is not None else "not reached"
-                            for level in levels)
+        firsts = " | ".join(_step_or(r.first_above.get(level), "not reached") for level in levels)
         hours = f"{r.hours:.1f}" if r.hours is not None else "not recorded"
         link = (f"[{r.wandb_run_id}]({r.wandb_url})" if r.wandb_url
                 else f"`{r.wandb_run_id}` (set wandb_entity to link it)")
@@ -264,6 +263,10 @@ def results_markdown(rows: list[RunSummary], threshold: float = 18.0) -> str:
                      f"({r.n_episodes}) | {r.best_mean:.2f} ± {r.best_sem:.2f} ({r.best_step:,}) | {firsts} | "
                      f"{r.precision} | {link} |")
     return "\n".join(lines)
+
+
+def _step_or(step: int | None, missing: str) -> str:
+    return missing if step is None else f"{step:,}"
 
 
 def _against(step: int | None, trained: int, published: tuple[int, int]) -> str:
@@ -278,20 +281,14 @@ def learning_speed_markdown(rows: list[RunSummary], threshold: float = 18.0) -> 
     each set against the range of the published A2C curves."""
     if not rows:
         return "_No run with an evaluation found._"
-    (leave_low, leave_high), (pass_low, pass_high) = PUBLISHED_A2C["leave"], PUBLISHED_A2C["pass 18"]
-    lines = [
-        f"| run | steps | left the plateau (every later eval > {PLATEAU:g}) at | against published "
-        f"{leave_low / 1e6:g}–{leave_high / 1e6:g}M | first eval > {threshold:g} at | against published "
-        f"{pass_low / 1e6:g}–{pass_high / 1e6:g}M |",
-        "|---|---:|---:|---|---:|---|",
-    ]
-    for r in rows:
-        left = f"{r.left_plateau:,}" if r.left_plateau is not None else "not yet"
-        passed = f"{r.first_exceed_step:,}" if r.first_exceed_step is not None else "not yet"
-        lines.append(f"| {r.run_name} | {r.last_step:,} | {left} | "
-                     f"{_against(r.left_plateau, r.last_step, PUBLISHED_A2C['leave'])} | {passed} | "
-                     f"{_against(r.first_exceed_step, r.last_step, PUBLISHED_A2C['pass 18'])} |")
-    return "\n".join(lines)
+    leave, pass_target = PUBLISHED_A2C["leave"], PUBLISHED_A2C["pass 18"]
+    table = [[r.run_name, f"{r.last_step:,}", _step_or(r.left_plateau, "not yet"),
+              _against(r.left_plateau, r.last_step, leave), _step_or(r.first_exceed_step, "not yet"),
+              _against(r.first_exceed_step, r.last_step, pass_target)] for r in rows]
+    return _table("Learning speed against published A2C",
+                  ["run", "steps", f"left the plateau (every later eval > {PLATEAU:g}) at",
+                   f"against published {leave[0] / 1e6:g}–{leave[1] / 1e6:g}M", f"first eval > {threshold:g} at",
+                   f"against published {pass_target[0] / 1e6:g}–{pass_target[1] / 1e6:g}M"], table)
 
 
 DIVERGENCE_PAIRS = (("task1_seed-0", "task2_seed-0"), ("task1_seed-100", "task2_seed-100"),
@@ -308,8 +305,7 @@ def divergence_markdown(runs_dir: str | Path) -> str:
         if a in histories and b in histories:
             d = history_divergence(histories[a], histories[b])
             gaps, sems = list(d["mean_gap"].values()), list(d["gap_sem"].values())
-            last = d["last_identical_step"]
-            table.append([f"{a} vs {b}", "never" if last is None else f"{last:,}",
+            table.append([f"{a} vs {b}", _step_or(d["last_identical_step"], "never"),
                           f"{d['identical_steps']} / {d['common_steps']}",
                           f"{np.mean(gaps):.2f}" if gaps else "n/a", f"{max(gaps):.2f}" if gaps else "n/a",
                           f"{np.mean(sems):.2f}" if sems else "n/a"])
@@ -373,6 +369,11 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> str:
     return f"**{title}**\n\n" + "\n".join(lines)
 
 
+# The (parameter group, loss term) pairs of the loss-term table; the critic term never reaches the policy head.
+TERM_COLUMNS = (("policy_head", "actor"), ("policy_head", "entropy"), ("encoder", "actor"), ("encoder", "critic"),
+                ("encoder", "entropy"))
+
+
 def analysis_markdown(results: dict[str, Any] | None) -> str:
     """The measured facts as Markdown tables, straight from the results of ``analysis_results``."""
     if not results:
@@ -396,10 +397,8 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
         variance.append([key, "a2c A_t ∇log π(a_t), n-step A_t", f"{_g(v['per_sample'])} (per sample)",
                          _g(v["batch"]["sampled"]), "", _g(v["signal_sq_norm"]),
                          _g(v["batch_signal_to_noise"]["sampled"])])
-    terms = [[key, *(_g(t[term][group]) for group, term in (("policy_head", "actor"), ("policy_head", "entropy"),
-                                                            ("encoder", "actor"), ("encoder", "critic"),
-                                                            ("encoder", "entropy")))]
-             for key, t in ((k, v["loss_term_gradients"]) for k, v in snapshots.items() if "loss_term_gradients" in v)]
+    terms = [[key, *(_g(entry["loss_term_gradients"][term][group]) for group, term in TERM_COLUMNS)]
+             for key, entry in snapshots.items() if "loss_term_gradients" in entry]
     bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
             for key, e in snapshots.items()]
     return "\n\n".join([
@@ -417,8 +416,7 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
                ["snapshot", "cosine", "rel. difference"], bf16),
         _table("Which term moves the policy: gradient norm of each weighted term of the run's own loss "
                "(c_pg × actor, c_vf × critic, c_ent × entropy)",
-               ["snapshot", "policy head: actor", "policy head: entropy", "encoder: actor", "encoder: critic",
-                "encoder: entropy"], terms),
+               ["snapshot", *(f"{group.replace('_', ' ')}: {term}" for group, term in TERM_COLUMNS)], terms),
     ])
 
 
