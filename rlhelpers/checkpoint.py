@@ -14,9 +14,10 @@ its step-numbered name. Older checkpoints are deleted only after the new one is 
 the newest ``keep``. Nothing is ever overwritten in place, so a kill at any moment (or a Google
 Drive mount that uploads late or does not rename atomically) leaves at least the previous good
 checkpoint. On resume the newest checkpoint that loads wins; broken ones are reported and skipped.
-Pruned checkpoints are truncated to zero bytes before they are deleted, so that they do not fill the
-Drive Trash (which counts against the quota).
+Pruned checkpoints are renamed to ``.tmp`` and truncated to zero bytes before they are deleted, so
+that they do not fill the Drive Trash (which counts against the quota).
 ``remove_stale_files`` clears what a killed writer left behind (``*.tmp`` files, the staging dir).
+A kill therefore never leaves an incomplete file under a checkpoint's name.
 
 Test-only hook: when the environment variable ``RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S`` is set,
 the copy into the run directory pauses that many seconds halfway, so a test can kill mid-write.
@@ -101,17 +102,20 @@ def _copy_checkpoint(src: Any, dst: Any) -> None:
 
 
 def _discard(path: Path) -> None:
-    """Delete ``path`` after truncating it to zero bytes.
+    """Delete ``path``: rename it to a temporary name, truncate it to zero bytes, then unlink it.
 
     On a Google Drive mount a deleted file goes to the Drive Trash and counts against the storage
-    quota for 30 days; truncated first, it counts as nothing. A kill in between leaves an empty
-    checkpoint, which does not load and is pruned later like any other.
+    quota for 30 days; truncated first, it counts as nothing. The rename comes first so that a kill
+    at any moment never leaves an empty file under a checkpoint's name: it leaves at most a ``.tmp``
+    file, which ``remove_stale_files`` clears.
     """
+    doomed = path.with_name(path.name + ".tmp")
     try:
-        os.truncate(path, 0)
+        os.replace(path, doomed)
     except FileNotFoundError:
         return
-    path.unlink(missing_ok=True)
+    os.truncate(doomed, 0)
+    doomed.unlink(missing_ok=True)
 
 
 def load_checkpoint_file(path: Path) -> dict[str, Any]:

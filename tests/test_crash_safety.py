@@ -430,9 +430,34 @@ def test_pruned_checkpoints_are_emptied_before_deletion(tmp_path: Path, monkeypa
     for step in (100, 200, 300, 400):
         run_dir.save_checkpoint({"num_timesteps": step, "weights": torch.ones(10_000)}, step, keep=2)
 
-    assert size_when_deleted == {checkpoint_name(100): 0, checkpoint_name(200): 0}
+    assert size_when_deleted == {checkpoint_name(100) + ".tmp": 0, checkpoint_name(200) + ".tmp": 0}
     assert [step for step, _ in run_dir.checkpoints()] == [400, 300]
     assert all(state["weights"].sum() == 10_000 for state in load_all(run_dir).values())
+
+
+def test_a_kill_while_pruning_leaves_no_empty_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill between emptying a pruned checkpoint and deleting it leaves a .tmp file, never an empty
+    file under a checkpoint's name; the next writer clears it."""
+    run_dir = RunDirectory(tmp_path / "run")
+    run_dir.create()
+    for step in (100, 200):
+        run_dir.save_checkpoint({"num_timesteps": step}, step, keep=2)
+
+    real_unlink = Path.unlink
+
+    def killed(path: Path, missing_ok: bool = False) -> None:
+        if path.parent == run_dir.path:
+            raise KeyboardInterrupt  # the process dies after emptying the pruned checkpoint
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_dir.save_checkpoint({"num_timesteps": 300}, 300, keep=2)
+    monkeypatch.undo()
+
+    assert [step for step, _ in run_dir.checkpoints()] == [300, 200]
+    assert sorted(load_all(run_dir)) == [200, 300]
+    assert run_dir.remove_stale_files() == [checkpoint_name(100) + ".tmp"]
 
 
 def test_wandb_resume_reuses_the_run_id_and_logs_the_redone_steps_again(tmp_path: Path) -> None:
