@@ -411,7 +411,9 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
                "treated as independent)",
                ["snapshot", "estimator", "per state", "batch of 80", "batch: sampled / all-action", "‖E g‖²",
                 "signal / noise, batch of 80"],
-               variance),
+               variance)
+        + "\n\n‖E g‖² is estimated without bias, as |mean g|² minus the variance of that mean over the states "
+          "measured; a negative value means the mean gradient is smaller than this measurement's own noise.",
         _table("bf16 against fp32 (gradient of the full loss, all parameters)",
                ["snapshot", "cosine", "rel. difference"], bf16),
         _table("Which term moves the policy: gradient norm of each weighted term of the run's own loss "
