@@ -18,7 +18,8 @@ import pytest
 from rlhelpers import report
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_divergence
-from rlhelpers.plotting import expected_runs
+from rlhelpers.findings import MISSING, discussion_figures
+from rlhelpers.plotting import expected_runs, load_histories
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"
@@ -381,3 +382,61 @@ def test_history_divergence_of_same_seed_and_seed_pairs(tmp_path: Path) -> None:
     assert "| task1_seed-0 vs task2_seed-0 | 1,000,000 | 2 / 4 | 1.50 | 2.00 | 1.41 |" in text
     assert "| task1_seed-0 vs task1_seed-100 | never | 2 / 4 | 1.25 | 4.00 | 1.41 |" in text
     assert "task2_seed-100" not in text
+
+
+def _snapshot(run: str, step: int, terms: dict, bf16_cosine: float, **measured: dict) -> dict:
+    return {"run": run, "step": step, "loss_term_gradients": terms, "bf16_agreement": {"cosine": bf16_cosine},
+            **measured}
+
+
+def _terms(head_actor: float, encoder_actor: float, encoder_critic: float) -> dict:
+    return {"actor": {"policy_head": head_actor, "encoder": encoder_actor},
+            "critic": {"policy_head": 0.0, "encoder": encoder_critic},
+            "entropy": {"policy_head": 1e-5, "encoder": 1e-6}}
+
+
+def _task_measures(cosine: float, rel32: float, rel64: float, ratio: float, snr_all: float, snr_sampled: float) -> dict:
+    return {"task_gradient_agreement": {"float32": {"cosine": cosine, "relative_difference": rel32},
+                                        "float64": {"cosine": 1.0, "relative_difference": rel64}},
+            "estimator_variance": {"sampled_over_all_action_batch": ratio,
+                                   "batch_signal_to_noise": {"all_action": snr_all, "sampled": snr_sampled}}}
+
+
+def test_discussion_figures_come_from_the_histories_and_the_measurements(tmp_path: Path) -> None:
+    task1 = _record("task1", 0, [-21.0, -20.0, -19.0, -10.0])
+    task2 = _record("task2", 0, [-21.0, -20.0, -18.0, -12.0])  # parts after 1M: gaps 1 and 2
+    _write_runs(tmp_path, [
+        _record("a2c", 0, [-20.5, -19.5, -20.5, -15.0, 0.0, 10.0, 17.0, 18.5]),
+        _record("a2c", 100, [-20.5, -20.0, -16.0]),  # gaps to seed 0 after step 0: 0.5, 4.5
+        task1, task2])
+    snapshots = [
+        _snapshot("task1_seed-0", 0, _terms(0.1, 0.002, 0.5), 0.99,
+                  **_task_measures(0.999999, 1e-6, 1e-15, 10.0, 100.0, 5.0)),
+        _snapshot("task1_seed-0", 1_000_000, _terms(0.001, 0.001, 0.2), 0.97,
+                  **_task_measures(1.0, 3e-6, 2e-15, 20.0, 300.0, 7.3)),
+        _snapshot("a2c_seed-0", 0, _terms(0.02, 0.001, 0.07), 0.98,
+                  a2c_estimator_variance={"batch_signal_to_noise": {"sampled": 0.2}}),
+        _snapshot("a2c_seed-0", 1_000_000, _terms(0.03, 0.01, 0.3), 0.995,
+                  a2c_estimator_variance={"batch_signal_to_noise": {"sampled": 0.5}}),
+    ]
+    results = {"snapshots": {f"{s['run']}@{s['step']}": s for s in snapshots}}
+    figures = discussion_figures(report.summarize_runs(tmp_path), load_histories(tmp_path), results)
+
+    assert figures["a2c_leave"] == "3.0M (seed 0); 2.0M (seed 100)"
+    assert figures["a2c_pass"] == "7.0M (seed 0); not reached (seed 100)"
+    assert figures["a2c_last"] == "18.5 ± 1.0 (seed 0); -16.0 ± 1.0 (seed 100)"
+    assert figures["task1_best"] == "-10.0 ± 1.0 (seed 0)"
+    assert figures["task_pair_identical_until"] == "1.0M (seed 0)"
+    assert (figures["task_pair_gap"], figures["seed_pair_gap"]) == ("1.5", "2.5")
+    assert figures["agreement_f32_min_cosine"] == "0.999999000"
+    assert (figures["agreement_f32_max_rel"], figures["agreement_f64_max_rel"]) == ("3.0e-06", "2.0e-15")
+    assert (figures["variance_ratio"], figures["snr_all_action"], figures["snr_sampled"]) == ("10–20", "100–300",
+                                                                                              "5.0–7.3")
+    assert figures["snr_a2c"] == "0.20–0.50"
+    assert figures["head_actor_a2c_over_task1"] == "30"  # at 1M only: step 0 is the shared initialisation
+    assert (figures["encoder_critic_over_actor_a2c"], figures["encoder_critic_over_actor_task1"]) == ("30", "200")
+    assert figures["bf16_min_cosine"] == "0.9700"
+    assert figures["task2_leave"] == "2.0M (seed 0)" and figures["encoder_critic_over_actor_task2"] == MISSING
+
+    empty = discussion_figures([], {}, None)
+    assert set(empty) == set(figures) and set(empty.values()) == {MISSING}

@@ -1,0 +1,121 @@
+"""The figures the report's discussion quotes, each computed from the committed histories and results.
+
+``discussion_figures`` returns them as formatted strings under fixed names, so that the discussion's
+text can name them instead of typing numbers by hand:
+
+- per algorithm (``a2c``, ``task1``, ``task2``), one entry per seed: ``<algo>_leave`` (the step from
+  which every later evaluation exceeds -20), ``<algo>_pass`` (the first evaluation above the target),
+  ``<algo>_last`` and ``<algo>_best`` (mean ± standard error);
+- the task1/task2 pairs: ``task_pair_identical_until`` per seed, ``task_pair_gap`` and, for scale,
+  ``seed_pair_gap`` (mean absolute gap between two runs' mean returns after they part);
+- from the gradient measurements (ranges over snapshots): ``agreement_f32_min_cosine``,
+  ``agreement_f32_max_rel``, ``agreement_f64_max_rel``, ``variance_ratio`` (sampled over all-action
+  batch variance), ``snr_all_action``, ``snr_sampled``, ``snr_a2c`` (batch of 80),
+  ``head_actor_a2c_over_task1`` (a2c's weighted actor-term gradient on the policy head over task1's,
+  at matching steps after step 0), ``encoder_critic_over_actor_<algo>`` and ``bf16_min_cosine``.
+
+A figure with no data behind it yet reads ``n/a``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rlhelpers.config import ALGOS
+from rlhelpers.evaluation import history_divergence
+
+if TYPE_CHECKING:
+    from rlhelpers.report import RunSummary
+
+SEEDS = (0, 100)
+TASK_PAIRS = tuple((f"task1_seed-{seed}", f"task2_seed-{seed}") for seed in SEEDS)
+SEED_PAIRS = tuple((f"{algo}_seed-{SEEDS[0]}", f"{algo}_seed-{SEEDS[1]}") for algo in ALGOS)
+MISSING = "n/a"
+
+
+def _millions(step: int | None, missing: str) -> str:
+    return missing if step is None else f"{step / 1e6:.1f}M"
+
+
+def _one(value: float | None, fmt: str) -> str:
+    return MISSING if value is None else format(value, fmt)
+
+
+def _span(values: list[float], fmt: str) -> str:
+    """``"low–high"`` of ``values`` formatted with ``fmt`` (one value if they agree), or ``n/a``."""
+    if not values:
+        return MISSING
+    low, high = format(min(values), fmt), format(max(values), fmt)
+    return low if low == high else f"{low}–{high}"
+
+
+def _per_seed(rows: list[RunSummary], algo: str, describe: Any) -> str:
+    runs = [r for r in rows if r.run_name.startswith(f"{algo}_seed-")]
+    return "; ".join(f"{describe(r)} (seed {r.run_name.split('-')[-1]})" for r in runs) or MISSING
+
+
+def learning_figures(rows: list[RunSummary]) -> dict[str, str]:
+    """When each run left the plateau and passed the target, and its last and best evaluations."""
+    figures = {}
+    for algo in ALGOS:
+        figures[f"{algo}_leave"] = _per_seed(rows, algo, lambda r: _millions(r.left_plateau, "not yet"))
+        figures[f"{algo}_pass"] = _per_seed(rows, algo, lambda r: _millions(r.first_exceed_step, "not reached"))
+        figures[f"{algo}_last"] = _per_seed(rows, algo, lambda r: f"{r.last_mean:.1f} ± {r.last_sem:.1f}")
+        figures[f"{algo}_best"] = _per_seed(rows, algo, lambda r: f"{r.best_mean:.1f} ± {r.best_sem:.1f}")
+    return figures
+
+
+def _mean_gap(histories: dict[str, dict[str, Any]], pairs: tuple[tuple[str, str], ...]) -> str:
+    gaps = [gap for a, b in pairs if a in histories and b in histories
+            for gap in history_divergence(histories[a], histories[b])["mean_gap"].values()]
+    return f"{np.mean(gaps):.1f}" if gaps else MISSING
+
+
+def divergence_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Where task1 and task2 of one seed part, and how far apart they drift, beside two seeds of one algorithm."""
+    parted = []
+    for a, b in TASK_PAIRS:
+        if a in histories and b in histories:
+            step = history_divergence(histories[a], histories[b])["last_identical_step"]
+            parted.append(f"{_millions(step, 'never identical')} (seed {a.split('-')[-1]})")
+    return {"task_pair_identical_until": "; ".join(parted) or MISSING,
+            "task_pair_gap": _mean_gap(histories, TASK_PAIRS), "seed_pair_gap": _mean_gap(histories, SEED_PAIRS)}
+
+
+def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
+    """Ranges over the measured snapshots of the gradient facts (see ``rlhelpers.analysis``)."""
+    snapshots = list((results or {}).get("snapshots", {}).values())
+    agreement = [s["task_gradient_agreement"] for s in snapshots if "task_gradient_agreement" in s]
+    variance = [s["estimator_variance"] for s in snapshots if "estimator_variance" in s]
+    a2c = [s["a2c_estimator_variance"] for s in snapshots if "a2c_estimator_variance" in s]
+    head_actor = {(s["run"].split("_")[0], s["run"].split("-")[-1], s["step"]):
+                  s["loss_term_gradients"]["actor"]["policy_head"] for s in snapshots if "loss_term_gradients" in s}
+    head_ratio = [value / head_actor[("task1", seed, step)] for (algo, seed, step), value in head_actor.items()
+                  if algo == "a2c" and step > 0 and head_actor.get(("task1", seed, step))]
+    figures = {
+        "agreement_f32_min_cosine": _one(min((a["float32"]["cosine"] for a in agreement), default=None), ".9f"),
+        "agreement_f32_max_rel": _one(max((a["float32"]["relative_difference"] for a in agreement), default=None),
+                                      ".1e"),
+        "agreement_f64_max_rel": _one(max((a["float64"]["relative_difference"] for a in agreement), default=None),
+                                      ".1e"),
+        "variance_ratio": _span([v["sampled_over_all_action_batch"] for v in variance], ".0f"),
+        "snr_all_action": _span([v["batch_signal_to_noise"]["all_action"] for v in variance], ".0f"),
+        "snr_sampled": _span([v["batch_signal_to_noise"]["sampled"] for v in variance], ".1f"),
+        "snr_a2c": _span([v["batch_signal_to_noise"]["sampled"] for v in a2c], ".2f"),
+        "head_actor_a2c_over_task1": _span(head_ratio, ".0f"),
+        "bf16_min_cosine": _one(min((s["bf16_agreement"]["cosine"] for s in snapshots), default=None), ".4f"),
+    }
+    for algo in ALGOS:
+        terms = [s["loss_term_gradients"] for s in snapshots
+                 if s["run"].startswith(f"{algo}_") and "loss_term_gradients" in s and s["step"] > 0]
+        figures[f"encoder_critic_over_actor_{algo}"] = _span(
+            [t["critic"]["encoder"] / t["actor"]["encoder"] for t in terms if t["actor"]["encoder"] > 0], ".0f")
+    return figures
+
+
+def discussion_figures(rows: list[RunSummary], histories: dict[str, dict[str, Any]],
+                       results: dict[str, Any] | None) -> dict[str, str]:
+    """Every figure the discussion quotes, by name (see the module docstring)."""
+    return {**learning_figures(rows), **divergence_figures(histories), **gradient_figures(results)}
