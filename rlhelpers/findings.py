@@ -25,14 +25,21 @@ import numpy as np
 
 from rlhelpers.config import ALGOS
 from rlhelpers.evaluation import history_divergence
+from rlhelpers.plotting import REPORT_SEEDS
 
 if TYPE_CHECKING:
     from rlhelpers.report import RunSummary
 
-SEEDS = (0, 100)
-TASK_PAIRS = tuple((f"task1_seed-{seed}", f"task2_seed-{seed}") for seed in SEEDS)
-SEED_PAIRS = tuple((f"{algo}_seed-{SEEDS[0]}", f"{algo}_seed-{SEEDS[1]}") for algo in ALGOS)
+# Same-seed task1/task2 pairs, and for scale the two seeds of each algorithm.
+TASK_PAIRS = tuple((f"task1_seed-{seed}", f"task2_seed-{seed}") for seed in REPORT_SEEDS)
+SEED_PAIRS = tuple((f"{algo}_seed-{REPORT_SEEDS[0]}", f"{algo}_seed-{REPORT_SEEDS[1]}") for algo in ALGOS)
 MISSING = "n/a"
+
+
+def _algo_and_seed(run_name: str) -> tuple[str, str]:
+    """``("a2c", "0")`` from ``"a2c_seed-0"``."""
+    algo, seed = run_name.rsplit("_seed-", 1)
+    return algo, seed
 
 
 def _millions(step: int | None, missing: str) -> str:
@@ -53,7 +60,7 @@ def _span(values: list[float], fmt: str) -> str:
 
 def _per_seed(rows: list[RunSummary], algo: str, describe: Any) -> str:
     runs = [r for r in rows if r.run_name.startswith(f"{algo}_seed-")]
-    return "; ".join(f"{describe(r)} (seed {r.run_name.split('-')[-1]})" for r in runs) or MISSING
+    return "; ".join(f"{describe(r)} (seed {_algo_and_seed(r.run_name)[1]})" for r in runs) or MISSING
 
 
 def learning_figures(rows: list[RunSummary]) -> dict[str, str]:
@@ -67,21 +74,19 @@ def learning_figures(rows: list[RunSummary]) -> dict[str, str]:
     return figures
 
 
-def _mean_gap(histories: dict[str, dict[str, Any]], pairs: tuple[tuple[str, str], ...]) -> str:
-    gaps = [gap for a, b in pairs if a in histories and b in histories
-            for gap in history_divergence(histories[a], histories[b])["mean_gap"].values()]
-    return f"{np.mean(gaps):.1f}" if gaps else MISSING
-
-
 def divergence_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
     """Where task1 and task2 of one seed part, and how far apart they drift, beside two seeds of one algorithm."""
-    parted = []
-    for a, b in TASK_PAIRS:
-        if a in histories and b in histories:
-            step = history_divergence(histories[a], histories[b])["last_identical_step"]
-            parted.append(f"{_millions(step, 'never identical')} (seed {a.split('-')[-1]})")
+    divergence = {(a, b): history_divergence(histories[a], histories[b])
+                  for a, b in (*TASK_PAIRS, *SEED_PAIRS) if a in histories and b in histories}
+
+    def mean_gap(pairs: tuple[tuple[str, str], ...]) -> str:
+        gaps = [gap for pair in pairs if pair in divergence for gap in divergence[pair]["mean_gap"].values()]
+        return f"{np.mean(gaps):.1f}" if gaps else MISSING
+
+    parted = [f"{_millions(divergence[pair]['last_identical_step'], 'never identical')} "
+              f"(seed {_algo_and_seed(pair[0])[1]})" for pair in TASK_PAIRS if pair in divergence]
     return {"task_pair_identical_until": "; ".join(parted) or MISSING,
-            "task_pair_gap": _mean_gap(histories, TASK_PAIRS), "seed_pair_gap": _mean_gap(histories, SEED_PAIRS)}
+            "task_pair_gap": mean_gap(TASK_PAIRS), "seed_pair_gap": mean_gap(SEED_PAIRS)}
 
 
 def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
@@ -90,7 +95,7 @@ def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
     agreement = [s["task_gradient_agreement"] for s in snapshots if "task_gradient_agreement" in s]
     variance = [s["estimator_variance"] for s in snapshots if "estimator_variance" in s]
     a2c = [s["a2c_estimator_variance"] for s in snapshots if "a2c_estimator_variance" in s]
-    head_actor = {(s["run"].split("_")[0], s["run"].split("-")[-1], s["step"]):
+    head_actor = {(*_algo_and_seed(s["run"]), s["step"]):
                   s["loss_term_gradients"]["actor"]["policy_head"] for s in snapshots if "loss_term_gradients" in s}
     head_ratio = [value / head_actor[("task1", seed, step)] for (algo, seed, step), value in head_actor.items()
                   if algo == "a2c" and step > 0 and head_actor.get(("task1", seed, step))]
@@ -109,7 +114,7 @@ def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
     }
     for algo in ALGOS:
         terms = [s["loss_term_gradients"] for s in snapshots
-                 if s["run"].startswith(f"{algo}_") and "loss_term_gradients" in s and s["step"] > 0]
+                 if _algo_and_seed(s["run"])[0] == algo and "loss_term_gradients" in s and s["step"] > 0]
         figures[f"encoder_critic_over_actor_{algo}"] = _span(
             [t["critic"]["encoder"] / t["actor"]["encoder"] for t in terms if t["actor"]["encoder"] > 0], ".0f")
     return figures

@@ -20,6 +20,7 @@ import numpy as np
 from rlhelpers.config import ALGOS, TrainConfig, validate
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_divergence
+from rlhelpers.findings import SEED_PAIRS, TASK_PAIRS
 from rlhelpers.plotting import expected_runs, learning_curve, load_histories
 from rlhelpers.tracking import has_wandb_key, publish_command, resolve_wandb_mode
 
@@ -291,9 +292,7 @@ def learning_speed_markdown(rows: list[RunSummary], threshold: float = 18.0) -> 
                    f"against published {pass_target[0] / 1e6:g}–{pass_target[1] / 1e6:g}M"], table)
 
 
-DIVERGENCE_PAIRS = (("task1_seed-0", "task2_seed-0"), ("task1_seed-100", "task2_seed-100"),
-                    ("a2c_seed-0", "a2c_seed-100"), ("task1_seed-0", "task1_seed-100"),
-                    ("task2_seed-0", "task2_seed-100"))
+DIVERGENCE_PAIRS = (*TASK_PAIRS, *SEED_PAIRS)
 
 
 def divergence_markdown(runs_dir: str | Path) -> str:
