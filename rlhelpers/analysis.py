@@ -26,6 +26,12 @@ through a stop-gradient). Their count is reported with each result.
 5. ``loss_term_gradients``: the norm of the gradient that each weighted term of a run's own loss
    (c_pg x actor, c_vf x critic, c_ent x entropy) puts on the encoder and on the policy head: which
    term moves the policy, and which shapes the shared features.
+6. ``advantage_scale``: the size of the advantage that weights the actor's gradient, and of the critic's
+   error against its own n-step targets R_t, as root mean squares over the batch. For a Q critic the
+   advantage is Q(s,a) - V~(s), its size the pi-weighted spread sqrt(sum_a pi(a|s) (Q(s,a) - V~(s))^2),
+   and the error R_t - Q(s_t,a_t); for A2C's V critic both are A_t = R_t - V(s_t). A Q critic whose
+   spread over the actions is small beside its error gives the all-action actor a small and unreliable
+   signal, however low its variance.
 """
 
 from __future__ import annotations
@@ -220,6 +226,22 @@ def loss_term_gradients(model: ActorCritic, algo: str, batch: Batch, config: Tra
     return result
 
 
+def advantage_scale(model: ActorCritic, algo: str, batch: Batch) -> dict[str, float]:
+    """Root mean square over the batch of the advantage the actor follows and of the critic's error
+    against the n-step returns (the two coincide for A2C's V critic)."""
+    with torch.inference_mode():
+        logits, critic = model(batch.obs)
+        logits, critic, returns = logits.double(), critic.double(), batch.returns.double()
+        if algo == "a2c":
+            error = returns - state_value(logits, critic)
+            advantage_sq = error.square()
+        else:
+            probs = torch.softmax(logits, dim=-1)
+            advantage_sq = (probs * (critic - state_value(logits, critic).unsqueeze(-1)).square()).sum(-1)
+            error = returns - critic.gather(1, batch.actions.long().unsqueeze(-1)).squeeze(-1)
+    return {"advantage_rms": float(advantage_sq.mean().sqrt()), "critic_rms_error": float(error.square().mean().sqrt())}
+
+
 # ---------------------------------------------------------------- the command: every run's snapshots
 
 SNAPSHOT_GLOB = "snapshots/model-*.pt"
@@ -256,5 +278,6 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 2, n_stages: int = 3, s
                 entry["estimator_variance"] = estimator_variance(model, batch)
             entry["bf16_agreement"] = bf16_agreement(model, config.algo, batch, config)
             entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
+            entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
             results["snapshots"][f"{run_dir.name}@{step}"] = entry
     return results

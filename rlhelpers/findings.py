@@ -12,7 +12,12 @@ text can name them instead of typing numbers by hand:
   ``agreement_f32_max_rel``, ``agreement_f64_max_rel``, ``variance_ratio`` (sampled over all-action
   batch variance), ``snr_all_action``, ``snr_sampled``, ``snr_a2c`` (batch of 80),
   ``head_actor_a2c_over_task1`` (a2c's weighted actor-term gradient on the policy head over task1's,
-  at matching steps after step 0), ``encoder_critic_over_actor_<algo>`` and ``bf16_min_cosine``.
+  at matching steps after step 0), ``encoder_critic_over_actor_<algo>``, ``head_entropy_over_actor_<algo>``
+  (the entropy term's gradient on the policy head over the actor term's), ``advantage_rms_<algo>`` (the
+  advantage the actor follows), ``critic_error_over_advantage_<algo>`` (for the Q critics: their error
+  against the n-step returns over their spread across the actions) and ``bf16_min_cosine``; the
+  encoder, entropy and advantage figures leave out step 0, the untrained initialisation;
+- each algorithm's loss coefficients: ``pg_coef_<algo>``, ``ent_coef_<algo>``, ``lr_<algo>``.
 
 A figure with no data behind it yet reads ``n/a``.
 """
@@ -23,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlhelpers.config import ALGOS
+from rlhelpers.config import ALGO_DEFAULTS, ALGOS
 from rlhelpers.evaluation import history_divergence
 from rlhelpers.plotting import REPORT_SEEDS
 
@@ -113,14 +118,28 @@ def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
         "bf16_min_cosine": _one(min((s["bf16_agreement"]["cosine"] for s in snapshots), default=None), ".4f"),
     }
     for algo in ALGOS:
-        terms = [s["loss_term_gradients"] for s in snapshots
-                 if _algo_and_seed(s["run"])[0] == algo and "loss_term_gradients" in s and s["step"] > 0]
+        trained = [s for s in snapshots if _algo_and_seed(s["run"])[0] == algo and s["step"] > 0]
+        terms = [s["loss_term_gradients"] for s in trained if "loss_term_gradients" in s]
+        scales = [s["advantage_scale"] for s in trained if "advantage_scale" in s]
         figures[f"encoder_critic_over_actor_{algo}"] = _span(
             [t["critic"]["encoder"] / t["actor"]["encoder"] for t in terms if t["actor"]["encoder"] > 0], ".0f")
+        figures[f"head_entropy_over_actor_{algo}"] = _span(
+            [t["entropy"]["policy_head"] / t["actor"]["policy_head"] for t in terms if t["actor"]["policy_head"] > 0],
+            ".2f")
+        figures[f"advantage_rms_{algo}"] = _span([a["advantage_rms"] for a in scales], ".3f")
+        figures[f"critic_error_over_advantage_{algo}"] = MISSING if algo == "a2c" else _span(
+            [a["critic_rms_error"] / a["advantage_rms"] for a in scales if a["advantage_rms"] > 0], ".0f")
     return figures
+
+
+def coefficient_figures() -> dict[str, str]:
+    """Each algorithm's actor and entropy weights and learning rate, as the runs use them by default."""
+    return {f"{name}_{algo}": format(value, "g") for algo, defaults in ALGO_DEFAULTS.items()
+            for name, value in defaults.items() if name in ("pg_coef", "ent_coef", "lr")}
 
 
 def discussion_figures(rows: list[RunSummary], histories: dict[str, dict[str, Any]],
                        results: dict[str, Any] | None) -> dict[str, str]:
     """Every figure the discussion quotes, by name (see the module docstring)."""
-    return {**learning_figures(rows), **divergence_figures(histories), **gradient_figures(results)}
+    return {**learning_figures(rows), **divergence_figures(histories), **gradient_figures(results),
+            **coefficient_figures()}

@@ -400,6 +400,9 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
              for key, entry in snapshots.items() if "loss_term_gradients" in entry]
     bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
             for key, e in snapshots.items()]
+    scale = [[key, "Q(s,a) − Ṽ(s), π-weighted" if key in task else "A_t = R_t − V(s_t)",
+              _g(e["advantage_scale"]["advantage_rms"]), _g(e["advantage_scale"]["critic_rms_error"])]
+             for key, e in snapshots.items() if "advantage_scale" in e]
     return "\n\n".join([
         f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy. Actor "
         "parameters: the encoder and the policy head.",
@@ -418,6 +421,9 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
         _table("Which term moves the policy: gradient norm of each weighted term of the run's own loss "
                "(c_pg × actor, c_vf × critic, c_ent × entropy)",
                ["snapshot", *(f"{group.replace('_', ' ')}: {term}" for group, term in TERM_COLUMNS)], terms),
+        *([_table("The advantage the actor follows, and the critic's error against its n-step targets R_t "
+                  "(root mean square over the states)",
+                  ["snapshot", "advantage", "advantage RMS", "critic RMS error"], scale)] if scale else []),
     ])
 
 

@@ -13,6 +13,7 @@ from rlhelpers.analysis import (
     Batch,
     a2c_estimator_variance,
     actor_gradient,
+    advantage_scale,
     analyze_runs,
     bf16_agreement,
     estimator_variance,
@@ -56,6 +57,28 @@ def test_estimator_variance_matches_the_closed_form() -> None:
     assert math.isclose(result["batch_signal_to_noise"]["sampled"], float(np.sum(mean ** 2)) / (expected / 80),
                         rel_tol=1e-6)
     assert result["expectation_identity_max_relative_error"] < 1e-12
+
+
+def test_advantage_scale_matches_the_closed_form() -> None:
+    b, q = [0.3, -0.2, 1.0], [1.0, -2.0, 0.5]
+    pi = np.exp(b) / np.exp(b).sum()
+    spread = math.sqrt(float(pi @ (np.array(q) - pi @ np.array(q)) ** 2))
+    actions, returns = torch.tensor([0, 1, 2, 1]), torch.tensor([2.0, -2.0, 0.0, 1.0], dtype=torch.float64)
+    batch = Batch(torch.randn(4, 3, dtype=torch.float64), actions, returns)
+    task1 = advantage_scale(bias_only_model(b, q), "task1", batch)
+    assert math.isclose(task1["advantage_rms"], spread, rel_tol=1e-9)  # the same spread in every state
+    errors = returns.numpy() - np.array(q)[actions.numpy()]  # 1, 0, -0.5, 3
+    assert math.isclose(task1["critic_rms_error"], math.sqrt(np.mean(errors ** 2)), rel_tol=1e-9)
+
+    a2c = build_model((3,), 3, "a2c", hidden_size=4).double()
+    with torch.no_grad():
+        for p in a2c.parameters():
+            p.zero_()
+        a2c.critic_head.bias.fill_(0.5)  # V = 0.5 everywhere: A_t = R_t - 0.5
+    result = advantage_scale(a2c, "a2c", batch)
+    expected = math.sqrt(np.mean((returns.numpy() - 0.5) ** 2))
+    assert math.isclose(result["advantage_rms"], expected, rel_tol=1e-9)
+    assert result["critic_rms_error"] == result["advantage_rms"]
 
 
 def test_task1_and_task2_actor_gradients_agree_and_float64_is_exact() -> None:
@@ -109,6 +132,7 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     assert task1["estimator_variance"]["n_states"] == 20  # one rollout of 4 envs x 5 steps
     assert task1["task_gradient_agreement"]["float64"]["relative_difference"] < 1e-10
     assert task1["loss_term_gradients"]["critic"]["policy_head"] == 0.0
+    assert task1["advantage_scale"]["advantage_rms"] > 0 and task1["advantage_scale"]["critic_rms_error"] > 0
     assert results["snapshots"]["a2c_seed-0@0"]["a2c_estimator_variance"]["per_sample"] > 0
     # task1 and task2 of one seed start from the same weights and, at step 0, the same evaluation
     histories = load_histories(tmp_path)

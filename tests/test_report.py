@@ -326,6 +326,9 @@ def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
     assert f"| {v['per_sample']:.3g} (per sample) |" in text
     terms = results["snapshots"]["a2c_seed-0@200"]["loss_term_gradients"]
     assert f"| a2c_seed-0@200 | {terms['actor']['policy_head']:.3g} | {terms['entropy']['policy_head']:.3g} |" in text
+    scale = results["snapshots"]["task1_seed-0@200"]["advantage_scale"]
+    assert (f"| task1_seed-0@200 | Q(s,a) − Ṽ(s), π-weighted | {scale['advantage_rms']:.3g} | "
+            f"{scale['critic_rms_error']:.3g} |") in text
     assert "| task1_seed-0 vs task2_seed-0 |" not in text  # task2 is absent: no pair
     assert "No gradient measurements yet" in report.analysis_markdown(None)
 
@@ -411,12 +414,15 @@ def test_discussion_figures_come_from_the_histories_and_the_measurements(tmp_pat
         task1, task2])
     snapshots = [
         _snapshot("task1_seed-0", 0, _terms(0.1, 0.002, 0.5), 0.99,
+                  advantage_scale={"advantage_rms": 0.3, "critic_rms_error": 0.3},  # step 0: left out
                   **_task_measures(0.999999, 1e-6, 1e-15, 10.0, 100.0, 5.0)),
         _snapshot("task1_seed-0", 1_000_000, _terms(0.001, 0.001, 0.2), 0.97,
+                  advantage_scale={"advantage_rms": 0.02, "critic_rms_error": 0.5},
                   **_task_measures(1.0, 3e-6, 2e-15, 20.0, 300.0, 7.3)),
         _snapshot("a2c_seed-0", 0, _terms(0.02, 0.001, 0.07), 0.98,
                   a2c_estimator_variance={"batch_signal_to_noise": {"sampled": 0.2}}),
         _snapshot("a2c_seed-0", 1_000_000, _terms(0.03, 0.01, 0.3), 0.995,
+                  advantage_scale={"advantage_rms": 0.4, "critic_rms_error": 0.4},
                   a2c_estimator_variance={"batch_signal_to_noise": {"sampled": 0.5}}),
     ]
     results = {"snapshots": {f"{s['run']}@{s['step']}": s for s in snapshots}}
@@ -437,6 +443,11 @@ def test_discussion_figures_come_from_the_histories_and_the_measurements(tmp_pat
     assert (figures["encoder_critic_over_actor_a2c"], figures["encoder_critic_over_actor_task1"]) == ("30", "200")
     assert figures["bf16_min_cosine"] == "0.9700"
     assert figures["task2_leave"] == "2.0M (seed 0)" and figures["encoder_critic_over_actor_task2"] == MISSING
+    assert figures["head_entropy_over_actor_task1"] == "0.01"  # 1e-5 / 0.001 at 1M; step 0 left out
+    assert (figures["advantage_rms_task1"], figures["advantage_rms_a2c"]) == ("0.020", "0.400")
+    assert (figures["critic_error_over_advantage_task1"], figures["critic_error_over_advantage_a2c"]) == ("25", MISSING)
+    assert (figures["pg_coef_a2c"], figures["pg_coef_task1"], figures["ent_coef_task2"]) == ("1", "0.1", "0.001")
 
     empty = discussion_figures([], {}, None)
-    assert set(empty) == set(figures) and set(empty.values()) == {MISSING}
+    coefficients = {name for name in figures if name.startswith(("pg_coef_", "ent_coef_", "lr_"))}
+    assert set(empty) == set(figures) and {empty[name] for name in set(empty) - coefficients} == {MISSING}
