@@ -16,7 +16,8 @@ text can name them instead of typing numbers by hand:
   (the entropy term's gradient on the policy head over the actor term's), ``advantage_rms_<algo>`` (the
   advantage the actor follows), ``critic_error_over_advantage_<algo>`` (for the Q critics: their error
   against the n-step returns over their spread across the actions) and ``bf16_min_cosine``; the
-  encoder, entropy and advantage figures leave out step 0, the untrained initialisation;
+  encoder, entropy and advantage figures leave out step 0, the untrained initialisation; and
+  ``measured_states`` (states per snapshot) and ``batch_states`` (the batch the variances are given for);
 - each algorithm's loss coefficients: ``pg_coef_<algo>``, ``ent_coef_<algo>``, ``lr_<algo>``.
 
 A figure with no data behind it yet reads ``n/a``.
@@ -116,6 +117,8 @@ def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
         "snr_a2c": _span([v["batch_signal_to_noise"]["sampled"] for v in a2c], ".2f"),
         "head_actor_a2c_over_task1": _span(head_ratio, ".0f"),
         "bf16_min_cosine": _one(min((s["bf16_agreement"]["cosine"] for s in snapshots), default=None), ".4f"),
+        "measured_states": str(variance[0]["n_states"]) if variance else MISSING,
+        "batch_states": str(variance[0]["batch"]["size"]) if variance else MISSING,
     }
     for algo in ALGOS:
         trained = [s for s in snapshots if _algo_and_seed(s["run"])[0] == algo and s["step"] > 0]

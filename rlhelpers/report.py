@@ -270,7 +270,9 @@ def _step_or(step: int | None, missing: str) -> str:
     return missing if step is None else f"{step:,}"
 
 
-def _against(step: int | None, trained: int, published: tuple[int, int]) -> str:
+def against_published(step: int | None, trained: int, published: tuple[int, int]) -> str:
+    """``earlier``, ``within`` or ``later`` than the published range, for a step reached after ``trained``
+    steps of training; for a step not reached, ``later`` once training has passed the range, else ``open``."""
     low, high = published
     if step is None:
         return f"later (not by {trained:,})" if trained > high else f"open (not by {trained:,})"
@@ -284,8 +286,8 @@ def learning_speed_markdown(rows: list[RunSummary], threshold: float = 18.0) -> 
         return "_No run with an evaluation found._"
     leave, pass_target = PUBLISHED_A2C["leave"], PUBLISHED_A2C["pass 18"]
     table = [[r.run_name, f"{r.last_step:,}", _step_or(r.left_plateau, "not yet"),
-              _against(r.left_plateau, r.last_step, leave), _step_or(r.first_exceed_step, "not yet"),
-              _against(r.first_exceed_step, r.last_step, pass_target)] for r in rows]
+              against_published(r.left_plateau, r.last_step, leave), _step_or(r.first_exceed_step, "not yet"),
+              against_published(r.first_exceed_step, r.last_step, pass_target)] for r in rows]
     return _table("Learning speed against published A2C",
                   ["run", "steps", f"left the plateau (every later eval > {PLATEAU:g}) at",
                    f"against published {leave[0] / 1e6:g}–{leave[1] / 1e6:g}M", f"first eval > {threshold:g} at",
@@ -316,11 +318,16 @@ def divergence_markdown(runs_dir: str | Path) -> str:
                    "largest gap after", "mean s.e. of the gap"], table)
 
 
+def complete_report_runs(rows: list[RunSummary]) -> list[str]:
+    """The report's runs (three algorithms x two seeds) present on the report's game and finished."""
+    present = {r.run_name: r for r in rows}
+    return [name for name in expected_runs()
+            if name in present and present[name].env_id == REPORT_ENV_ID and present[name].finished]
+
+
 def analysis_status(rows: list[RunSummary]) -> str:
     """Markdown saying plainly which results are present and whether the analysis can be written."""
-    present = {r.run_name: r for r in rows}
-    complete = [name for name in expected_runs()
-                if name in present and present[name].env_id == REPORT_ENV_ID and present[name].finished]
+    complete = complete_report_runs(rows)
     lines = ["**Results present:** " + (", ".join(
         f"{r.run_name} ({r.env_id}, {r.last_step:,} steps{'' if r.finished else ', unfinished'})" for r in rows)
         or "none") + "."]
