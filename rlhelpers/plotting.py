@@ -141,6 +141,9 @@ DIAGNOSTICS = (
     ("losses/grad_norm", "gradient norm (before clipping)"),
 )
 SEED_STYLES = ("-", "--", ":", "-.")
+# Explained variance is at most 1 but unbounded below: an untrained critic's first updates can reach -200
+# and would flatten the rest of the curve, so its axis starts here and lower values run off it.
+EXPLAINED_VARIANCE_FLOOR = -1.0
 
 
 def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None) -> Figure:
@@ -159,7 +162,11 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None) -> Fig
                 steps, values = zip(*points, strict=True)
                 ax.plot(steps, values, SEED_STYLES[seed_index % len(SEED_STYLES)],
                         color=colors.get(config.get("algo"), "k"), linewidth=0.9, label=name)
-    for ax, (_, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
+    for ax, (key, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
+        lowest = min((min(line.get_ydata()) for line in ax.lines), default=0.0)
+        if key == "losses/explained_variance" and lowest < EXPLAINED_VARIANCE_FLOOR:
+            ax.set_ylim(EXPLAINED_VARIANCE_FLOOR, 1.05)  # it never exceeds 1
+            title += f" (axis from {EXPLAINED_VARIANCE_FLOOR:g}; lower values off it)"
         ax.set_title(title, fontsize=10)
         ax.ticklabel_format(axis="y", useOffset=False)
         ax.grid(alpha=0.3)

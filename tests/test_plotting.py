@@ -68,6 +68,20 @@ def test_diagnostics_draw_every_run_from_its_metrics_log(tmp_path) -> None:
         assert [line.get_label() for line in ax.lines] == ["a2c_seed-0", "task1_seed-100"]
         assert ax.lines[1].get_xdata().tolist() == [10_000, 20_000, 30_000]
         assert ax.lines[1].get_ydata().tolist() == [101.0, 102.0, 103.0]
+    assert fig.axes[1].get_title() == "explained variance of the critic"  # nothing below -1: the axis is free
+
+
+def test_explained_variance_axis_starts_at_minus_one(tmp_path) -> None:
+    run = tmp_path / "task1_seed-0"
+    run.mkdir()
+    (run / "eval_history.json").write_text(json.dumps(record("task1", 0, points([-20.0]))))
+    log = MetricsLog(run / METRICS_FILE)
+    for step, value in ((1_000, -230.0), (2_000, 0.2), (3_000, 0.9)):
+        log.append({"losses/explained_variance": value}, step)
+    ax = plot_diagnostics(tmp_path).axes[1]
+    assert ax.get_ylim()[0] == -1.0 and ax.get_ylim()[1] >= 1.0
+    assert ax.lines[0].get_ydata().tolist() == [-230.0, 0.2, 0.9]  # drawn, only off the axis
+    assert "axis from -1" in ax.get_title()
 
 
 def test_learning_curve_pools_seeds_with_standard_error() -> None:
