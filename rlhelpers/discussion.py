@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGOS
+from rlhelpers.config import ALGO_DEFAULTS, ALGOS
 from rlhelpers.findings import MISSING, discussion_figures
 from rlhelpers.plotting import algo_curve, expected_runs
 from rlhelpers.report import (
@@ -133,8 +133,9 @@ def discussion_markdown(rows: list[RunSummary], histories: dict[str, dict[str, A
     if missing:
         return (f"**Discussion pending.** It is written from all six {REPORT_ENV_ID} runs trained to their "
                 f"budget; not yet complete: {', '.join(missing)}. No conclusion is drawn before then.")
-    figures = {**discussion_figures(rows, histories, results), **speed_figures(histories)}
-    a2c_runs = [r for r in rows if r.run_name.startswith("a2c_seed-")]
+    report_rows = [r for r in rows if r.run_name in expected_runs()]
+    figures = {**discussion_figures(report_rows, histories, results), **speed_figures(histories)}
+    a2c_runs = [r for r in report_rows if r.run_name.startswith("a2c_seed-")]
     figures.update(
         a2c_leave_against=_against_published(a2c_runs, "left_plateau", PUBLISHED_A2C["leave"]),
         a2c_pass_against=_against_published(a2c_runs, "first_exceed_step", PUBLISHED_A2C["pass 18"]),
@@ -142,10 +143,10 @@ def discussion_markdown(rows: list[RunSummary], histories: dict[str, dict[str, A
         published_leave=f"{PUBLISHED_A2C['leave'][0] / 1e6:g}–{PUBLISHED_A2C['leave'][1] / 1e6:g}M",
         published_pass=f"{PUBLISHED_A2C['pass 18'][0] / 1e6:g}–{PUBLISHED_A2C['pass 18'][1] / 1e6:g}M",
         mac_pong=f"{MAC_PONG:g}", mac_n_steps=str(MAC_N_STEPS),
-        n_steps=", ".join(sorted({str(h["config"]["n_steps"]) for h in histories.values()})),
-        budget=", ".join(f"{step / 1e6:g}M" for step in sorted({r.total_timesteps for r in rows})),
-        precisions=", ".join(sorted({r.precision for r in rows})),
-        lr_ratio=f"{float(figures['lr_task1']) / float(figures['lr_a2c']):.1f}",
+        n_steps=", ".join(sorted({str(histories[r.run_name]["config"]["n_steps"]) for r in report_rows})),
+        budget=", ".join(f"{step / 1e6:g}M" for step in sorted({r.total_timesteps for r in report_rows})),
+        precisions=", ".join(sorted({r.precision for r in report_rows})),
+        lr_ratio=f"{ALGO_DEFAULTS['task1']['lr'] / ALGO_DEFAULTS['a2c']['lr']:.1f}",
         pair_verdict=_pair_verdict(figures["task_pair_gap"], figures["seed_pair_gap"]),
     )
     return DISCUSSION.format(**figures)

@@ -481,7 +481,9 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     records = _six_runs()
     for record in records:
         record["config"]["n_steps"] = 5
-    _write_runs(tmp_path, records)
+    other = _record("a2c", 1, [-20.0])  # a run outside the report, with other settings: not quoted
+    other["config"].update(n_steps=20, total_timesteps=300_000)
+    _write_runs(tmp_path, [*records, other])
     snapshots = [_snapshot("task1_seed-0", 1_000_000, _terms(0.001, 0.001, 0.2), 0.97,
                            advantage_scale={"advantage_rms": 0.02, "critic_rms_error": 0.5},
                            **_task_measures(1.0, 3e-6, 2e-15, 20.0, 300.0, 7.3)),
@@ -506,7 +508,8 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     assert "identical until 3.0M (seed 0); 3.0M (seed 100)" in prose
     assert "drift apart by 0.8 points" in prose and "The task1/task2 gap is within the seed-to-seed gap" in prose
     assert "a batch of 80 states is 20 times" in prose and "use 160 states" in prose
-    assert "makes up only a factor of 2.1" in prose and "our runs use n_steps 5" in prose
+    assert "makes up only a factor of 2.1" in prose and "our runs use n_steps 5." in prose
+    assert "a budget of 10M steps per run" in prose and "(seed 1)" not in prose
 
 
 def test_the_discussion_template_types_no_number() -> None:
