@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_parser.add_argument("--export", action="store_true",
                                  help="first write policy.pt from the run's newest snapshot")
     evaluate_parser.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
+    evaluate_parser.add_argument("--video-scale", type=int, default=2,
+                                 help="GIF pixels per observation pixel (84x84 observations; default: 2)")
     analyze_parser = commands.add_parser(
         "analyze", help="measure the report's gradient facts on the runs' snapshots; write a JSON",
         description="On states visited by each snapshot's own policy: task1 vs task2 actor gradients (float32, "
@@ -113,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _evaluate(args: argparse.Namespace) -> int:
     from rlhelpers.playback import evaluate_policy_file, export_policy, record_video
 
+    if args.video_scale < 1:
+        raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
     if args.export:
         print(f"wrote {export_policy(args.run_dir)}")
     rescore = evaluate_policy_file(args.run_dir, args.episodes, args.seed)
@@ -122,7 +126,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         print(f"run's last evaluation: {rescore.last_mean:.2f} ± {rescore.last_sem:.2f}; the new mean is {verdict} "
               "1.96 standard errors of the difference")
     if args.video:
-        video = record_video(args.run_dir, args.video, args.seed)
+        video = record_video(args.run_dir, args.video, args.seed, scale=args.video_scale)
         print(f"wrote {video['path']}: one episode, score {video['score']:+.0f}, {video['bytes']:,} bytes")
     return 0
 

@@ -110,7 +110,7 @@ def record_video(run_dir: str | Path, path: str | Path, seed: int = 0, scale: in
     """Play one episode of ``<run_dir>/policy.pt`` with sampled actions into an animated GIF at ``path``.
 
     Frames are the agent's own 84x84 observations (every other step, shown at 30 frames/s of game
-    time); the score counts the points each side won. Raises if the file exceeds 2 MB.
+    time); the score counts the points each side won. Raises, and deletes the file, if it exceeds 2 MB.
     """
     model, config, _ = load_policy(Path(run_dir) / POLICY_FILE)
     env = make_vec_env(config.env_id, 1)
@@ -136,5 +136,7 @@ def record_video(run_dir: str | Path, path: str | Path, seed: int = 0, scale: in
     iio.imwrite(path, np.stack(frames), extension=".gif", duration=66, loop=0)
     size = path.stat().st_size
     if size > MAX_VIDEO_BYTES:
-        raise RLHelpersError(f"{path} is {size:,} bytes, over the {MAX_VIDEO_BYTES:,} allowed; lower --video-scale")
+        path.unlink()  # an oversized GIF left behind would be embedded by the report as if it were fine
+        raise RLHelpersError(f"{path} is {size:,} bytes, over the {MAX_VIDEO_BYTES:,} allowed; record it with a "
+                             "smaller scale (--video-scale)")
     return {"path": str(path), "score": total, "frames": len(frames), "bytes": size}

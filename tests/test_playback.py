@@ -82,3 +82,17 @@ def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: 
     assert out[0] == f"wrote {pong_run / POLICY_FILE}"
     assert out[1].startswith(f"{pong_run}: -2") and out[1].endswith("over 2 episodes")
     assert out[2].startswith("run's last evaluation: -20.50 ± 0.29; the new mean is ")
+
+
+def test_an_oversized_video_is_refused_and_removed(pong_run: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    from rlhelpers import playback
+    from rlhelpers.__main__ import main
+
+    export_policy(pong_run)
+    monkeypatch.setattr(playback, "MAX_VIDEO_BYTES", 1_000)
+    with pytest.raises(RLHelpersError, match="over the 1,000 allowed; record it with a smaller scale"):
+        record_video(pong_run, tmp_path / "agent.gif", max_steps=20)
+    assert not (tmp_path / "agent.gif").exists()
+    assert main(["evaluate", str(pong_run), "--video", str(tmp_path / "agent.gif"), "--video-scale", "0"]) == 2
+    assert "--video-scale must be a positive integer" in capsys.readouterr().err
+
