@@ -139,7 +139,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
     if args.rollouts < 1 or args.stages < 1:
         raise RLHelpersError("--rollouts and --stages must be positive integers")
-    results = analyze_runs(args.runs_dir, args.rollouts, args.stages)
+    results = analyze_runs(args.runs_dir, args.rollouts, args.stages, show_progress=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))

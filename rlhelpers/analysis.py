@@ -44,8 +44,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from rlhelpers.config import TrainConfig, resolve_config
+from rlhelpers.errors import RLHelpersError
 from rlhelpers.losses import LOSSES, state_value
 from rlhelpers.networks import ActorCritic, build_model
 
@@ -259,25 +261,30 @@ def stage_snapshots(run_dir: Path, n_stages: int = 3) -> list[Path]:
     return [snapshots[i] for i in sorted(set(picks.tolist()))]
 
 
-def analyze_runs(runs_dir: str | Path, n_rollouts: int = 2, n_stages: int = 3, seed: int = 7) -> dict[str, Any]:
+def analyze_runs(runs_dir: str | Path, n_rollouts: int = 2, n_stages: int = 3, seed: int = 7,
+                 show_progress: bool = False) -> dict[str, Any]:
     """Every measurement above for each run's snapshots under ``runs_dir``.
 
     States come from ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``.
     """
     runs_dir = Path(runs_dir)
+    staged = [(run_dir, path) for run_dir in sorted(p for p in runs_dir.glob("*") if p.is_dir())
+              for path in stage_snapshots(run_dir, n_stages)]
+    if not staged:
+        raise RLHelpersError(f"no model snapshots under {runs_dir}/*/snapshots/: they are written while training "
+                             "and are not committed")
     results: dict[str, Any] = {"method": __doc__, "n_rollouts": n_rollouts, "env_seed": seed, "snapshots": {}}
-    for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
-        for path in stage_snapshots(run_dir, n_stages):
-            model, config, step = load_snapshot(path)
-            batch = collect_batch(model, config, n_rollouts, seed)
-            entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision}
-            if config.algo == "a2c":
-                entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch)
-            else:
-                entry["task_gradient_agreement"] = task_gradient_agreement(model, batch)
-                entry["estimator_variance"] = estimator_variance(model, batch)
-            entry["bf16_agreement"] = bf16_agreement(model, config.algo, batch, config)
-            entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
-            entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
-            results["snapshots"][f"{run_dir.name}@{step}"] = entry
+    for run_dir, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
+        model, config, step = load_snapshot(path)
+        batch = collect_batch(model, config, n_rollouts, seed)
+        entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision}
+        if config.algo == "a2c":
+            entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch)
+        else:
+            entry["task_gradient_agreement"] = task_gradient_agreement(model, batch)
+            entry["estimator_variance"] = estimator_variance(model, batch)
+        entry["bf16_agreement"] = bf16_agreement(model, config.algo, batch, config)
+        entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
+        entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
+        results["snapshots"][f"{run_dir.name}@{step}"] = entry
     return results

@@ -140,12 +140,16 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     json.dumps(results)  # the command writes it as JSON
 
 
-def test_analyze_command_refuses_nonpositive_counts(tmp_path, capsys) -> None:
+def test_analyze_command_refuses_bad_counts_and_runs_without_snapshots(tmp_path, capsys) -> None:
     from rlhelpers.__main__ import main
 
     assert main(["analyze", "--runs-dir", str(tmp_path), "--rollouts", "0"]) == 2
     assert "--rollouts and --stages must be positive integers" in capsys.readouterr().err
-    assert not (tmp_path / "figures").exists()
+    out = tmp_path / "figures" / "analysis.json"
+    for runs_dir in (tmp_path / "missing", tmp_path):  # no such directory; a directory without snapshots
+        assert main(["analyze", "--runs-dir", str(runs_dir), "--out", str(out)]) == 2
+        assert f"no model snapshots under {runs_dir}/*/snapshots/" in capsys.readouterr().err
+    assert not (tmp_path / "figures").exists()  # nothing written over a previous analysis
 
 
 @pytest.mark.parametrize("algo", ["a2c", "task1"])
