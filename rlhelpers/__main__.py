@@ -7,6 +7,7 @@ import dataclasses
 import os
 import sys
 import typing
+from pathlib import Path
 
 from rlhelpers.config import ENV_DEPENDENT_FIELDS, TrainConfig
 from rlhelpers.errors import RLHelpersError
@@ -133,7 +134,6 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _analyze(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     from rlhelpers.analysis import analyze_runs
 
@@ -175,6 +175,13 @@ def _campaign(args: argparse.Namespace) -> int:
     return run_campaign(config, train_args, parallel)
 
 
+def _runs_dir(path: str) -> str:
+    """``path`` if it is a directory; a clear error otherwise (a typo would read as six runs not started)."""
+    if not Path(path).is_dir():
+        raise RLHelpersError(f"no runs directory {path}: pass the --runs-dir you trained in")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -185,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "status":
             from rlhelpers.campaign import status_table
 
-            print(status_table(args.runs_dir))
+            print(status_table(_runs_dir(args.runs_dir)))
             return 0
         if args.command == "evaluate":
             return _evaluate(args)
@@ -198,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from rlhelpers.plotting import plot_comparison
 
+        if not any(Path(_runs_dir(args.runs_dir)).glob("*/eval_history.json")):
+            raise RLHelpersError(f"no run with an eval_history.json in {args.runs_dir}: nothing to plot")
         _, missing = plot_comparison(args.runs_dir, args.out)
         print(f"wrote {args.out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
     except RLHelpersError as exc:

@@ -48,3 +48,13 @@ def test_status_piped_into_a_reader_that_leaves_early_shows_no_traceback(tmp_pat
     piped = subprocess.run(["bash", "-c", f"{sys.executable} -m rlhelpers status --runs-dir {tmp_path} | true"],
                            capture_output=True, text=True, timeout=120)
     assert piped.stderr == ""
+
+
+def test_status_and_plot_refuse_a_runs_dir_that_holds_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from rlhelpers.__main__ import main
+
+    out = tmp_path / "comparison.png"
+    assert main(["status", "--runs-dir", str(tmp_path / "typo")]) == 2
+    assert f"no runs directory {tmp_path / 'typo'}" in capsys.readouterr().err
+    assert main(["plot", "--runs-dir", str(tmp_path), "--out", str(out)]) == 2  # exists, but no run in it
+    assert "nothing to plot" in capsys.readouterr().err and not out.exists()
