@@ -120,7 +120,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
     if args.export:
         print(f"wrote {export_policy(args.run_dir)}")
-    rescore = evaluate_policy_file(args.run_dir, args.episodes, args.seed)
+    rescore = evaluate_policy_file(args.run_dir, args.episodes, args.seed, show_progress=True)
     print(f"{args.run_dir}: {rescore.mean:.2f} ± {rescore.sem:.2f} over {len(rescore.returns)} episodes")
     if rescore.last_mean is not None:
         verdict = "within" if rescore.consistent else "OUTSIDE"

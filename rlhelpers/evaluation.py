@@ -5,6 +5,7 @@ computes from it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,11 +31,12 @@ def evaluate_policy(
     n_episodes: int,
     seed: int,
     device: torch.device,
+    on_episode: Callable[[], None] | None = None,
 ) -> tuple[list[float], list[int]]:
     """Play ``n_episodes`` complete episodes with actions sampled from pi(.|s); return true scores and lengths.
 
     ``env`` must be an env from ``make_vec_env``; it is reset with ``seed``. Episodes are counted
-    per env up to ``episode_targets``, in the order they finish.
+    per env up to ``episode_targets``, in the order they finish; ``on_episode`` is called after each.
     """
     targets = episode_targets(n_episodes, env.num_envs)
     counts = np.zeros(env.num_envs, dtype=np.int64)
@@ -51,6 +53,8 @@ def evaluate_policy(
                     counts[i] += 1
                     returns.append(float(info["episode"]["r"][i]))
                     lengths.append(int(info["episode"]["l"][i]))
+                    if on_episode is not None:
+                        on_episode()
     return returns, lengths
 
 

@@ -17,6 +17,7 @@ import imageio.v3 as iio
 import numpy as np
 import torch
 from PIL import Image, ImageDraw
+from tqdm import tqdm
 
 from rlhelpers.checkpoint import SNAPSHOT_DIR, RunDirectory
 from rlhelpers.config import TrainConfig
@@ -79,17 +80,21 @@ class Rescore:
         return abs(self.mean - self.last_mean) <= 1.96 * math.hypot(self.sem, self.last_sem)
 
 
-def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0) -> Rescore:
+def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0,
+                         show_progress: bool = False) -> Rescore:
     """Re-score ``<run_dir>/policy.pt`` over ``episodes`` complete episodes, on env seeds far from every
-    report run's training and evaluation seeds."""
+    report run's training and evaluation seeds (a progress bar counts the episodes when ``show_progress``)."""
     if episodes < 1:
         raise RLHelpersError(f"episodes must be a positive integer, got {episodes!r}")
     run = RunDirectory(run_dir)
     model, config, _ = load_policy(run.path / POLICY_FILE)
     env = make_vec_env(config.env_id, min(config.n_eval_envs, episodes))
+    bar = tqdm(total=episodes, desc="episodes", unit="episode", disable=not show_progress)
     try:
-        returns, _ = evaluate_policy(model, env, episodes, REPLAY_SEED_OFFSET + seed, torch.device("cpu"))
+        returns, _ = evaluate_policy(model, env, episodes, REPLAY_SEED_OFFSET + seed, torch.device("cpu"),
+                                     on_episode=bar.update)
     finally:
+        bar.close()
         env.close()
     history = (run.read_history() or {}).get("history") or []
     last_mean, last_sem = mean_and_sem(history[-1]["returns"]) if history else (None, None)

@@ -53,9 +53,11 @@ def test_export_keeps_the_weights_in_float16(pong_run: Path) -> None:
         assert not torch.equal(value, snapshot[name]) or value.abs().max() == 0  # rounded through float16
 
 
-def test_rescore_and_video(pong_run: Path, tmp_path: Path) -> None:
+def test_rescore_and_video(pong_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     export_policy(pong_run)
-    rescore = evaluate_policy_file(pong_run, episodes=2)
+    rescore = evaluate_policy_file(pong_run, episodes=2, show_progress=True)
+    progress = capsys.readouterr().err
+    assert "episodes: 100%" in progress and "2/2" in progress  # one tick per finished episode
     assert len(rescore.returns) == 2 and all(-21 <= r <= -15 for r in rescore.returns)  # untrained: loses
     assert rescore.last_mean == -20.5 and rescore.consistent is (
         abs(rescore.mean + 20.5) <= 1.96 * (rescore.sem ** 2 + rescore.last_sem ** 2) ** 0.5)
