@@ -1,11 +1,21 @@
-"""Shared test set-up: W&B never reaches a server and writes into a temporary directory."""
+"""Shared test set-up: one torch thread per test process, and W&B never reaches a server and writes
+into a temporary directory."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
-import pytest
-import wandb
+# The tests run in one pytest-xdist worker per core. With torch's default of one thread per core in each
+# worker, the threads outnumbered the cores and the suite took 763 s instead of 704 s serially; the
+# variable also reaches the subprocesses that tests start.
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import wandb  # noqa: E402
+
+torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
