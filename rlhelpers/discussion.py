@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.config import ALGO_DEFAULTS, ALGOS
-from rlhelpers.findings import MISSING, discussion_figures
+from rlhelpers.findings import MISSING, discussion_figures, per_seed
 from rlhelpers.plotting import algo_curve, expected_runs
 from rlhelpers.report import (
     PLATEAU,
@@ -22,7 +22,7 @@ from rlhelpers.report import (
     REPORT_ENV_ID,
     RunSummary,
     against_published,
-    complete_report_runs,
+    incomplete_report_runs,
 )
 
 # Allen et al. 2017, "Mean Actor Critic" (arXiv 1709.00503): MAC's score on Pong, and the n-step length of
@@ -129,19 +129,21 @@ def speed_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
 def discussion_markdown(rows: list[RunSummary], histories: dict[str, dict[str, Any]],
                         results: dict[str, Any] | None, threshold: float = 18.0) -> str:
     """The discussion, filled in from the runs and the measurements, or what it still waits for."""
-    missing = [name for name in expected_runs() if name not in complete_report_runs(rows)]
+    missing = incomplete_report_runs(rows)
     if missing:
         return (f"**Discussion pending.** It is written from all six {REPORT_ENV_ID} runs trained to their "
                 f"budget; not yet complete: {', '.join(missing)}. No conclusion is drawn before then.")
-    report_rows = [r for r in rows if r.run_name in expected_runs()]
+    reported = set(expected_runs())
+    report_rows = [r for r in rows if r.run_name in reported]
     figures = {**discussion_figures(report_rows, histories, results), **speed_figures(histories)}
-    a2c_runs = [r for r in report_rows if r.run_name.startswith("a2c_seed-")]
+    leave, pass_target = PUBLISHED_A2C["leave"], PUBLISHED_A2C["pass 18"]
     figures.update(
-        a2c_leave_against=_against_published(a2c_runs, "left_plateau", PUBLISHED_A2C["leave"]),
-        a2c_pass_against=_against_published(a2c_runs, "first_exceed_step", PUBLISHED_A2C["pass 18"]),
+        a2c_leave_against=per_seed(report_rows, "a2c", lambda r: against_published(r.left_plateau, r.last_step, leave)),
+        a2c_pass_against=per_seed(report_rows, "a2c",
+                                  lambda r: against_published(r.first_exceed_step, r.last_step, pass_target)),
         plateau=f"{PLATEAU:g}", threshold=f"{threshold:g}",
-        published_leave=f"{PUBLISHED_A2C['leave'][0] / 1e6:g}–{PUBLISHED_A2C['leave'][1] / 1e6:g}M",
-        published_pass=f"{PUBLISHED_A2C['pass 18'][0] / 1e6:g}–{PUBLISHED_A2C['pass 18'][1] / 1e6:g}M",
+        published_leave=f"{leave[0] / 1e6:g}–{leave[1] / 1e6:g}M",
+        published_pass=f"{pass_target[0] / 1e6:g}–{pass_target[1] / 1e6:g}M",
         mac_pong=f"{MAC_PONG:g}", mac_n_steps=str(MAC_N_STEPS),
         n_steps=", ".join(sorted({str(histories[r.run_name]["config"]["n_steps"]) for r in report_rows})),
         budget=", ".join(f"{step / 1e6:g}M" for step in sorted({r.total_timesteps for r in report_rows})),
@@ -150,12 +152,6 @@ def discussion_markdown(rows: list[RunSummary], histories: dict[str, dict[str, A
         pair_verdict=_pair_verdict(figures["task_pair_gap"], figures["seed_pair_gap"]),
     )
     return DISCUSSION.format(**figures)
-
-
-def _against_published(runs: list[RunSummary], field: str, published: tuple[int, int]) -> str:
-    """Per seed, ``earlier``/``within``/``later`` than the published range (``open`` while still short of it)."""
-    return "; ".join(f"{against_published(getattr(r, field), r.last_step, published)} "
-                     f"(seed {r.run_name.rsplit('-', 1)[1]})" for r in runs) or MISSING
 
 
 def _pair_verdict(task_pair_gap: str, seed_pair_gap: str) -> str:

@@ -64,7 +64,8 @@ def _span(values: list[float], fmt: str) -> str:
     return low if low == high else f"{low}–{high}"
 
 
-def _per_seed(rows: list[RunSummary], algo: str, describe: Any) -> str:
+def per_seed(rows: list[RunSummary], algo: str, describe: Any) -> str:
+    """``describe(row)`` of each of ``algo``'s runs, as ``"<description> (seed <seed>); ..."``, or ``n/a``."""
     runs = [r for r in rows if r.run_name.startswith(f"{algo}_seed-")]
     return "; ".join(f"{describe(r)} (seed {_algo_and_seed(r.run_name)[1]})" for r in runs) or MISSING
 
@@ -73,10 +74,10 @@ def learning_figures(rows: list[RunSummary]) -> dict[str, str]:
     """When each run left the plateau and passed the target, and its last and best evaluations."""
     figures = {}
     for algo in ALGOS:
-        figures[f"{algo}_leave"] = _per_seed(rows, algo, lambda r: _millions(r.left_plateau, "not yet"))
-        figures[f"{algo}_pass"] = _per_seed(rows, algo, lambda r: _millions(r.first_exceed_step, "not reached"))
-        figures[f"{algo}_last"] = _per_seed(rows, algo, lambda r: f"{r.last_mean:.1f} ± {r.last_sem:.1f}")
-        figures[f"{algo}_best"] = _per_seed(rows, algo, lambda r: f"{r.best_mean:.1f} ± {r.best_sem:.1f}")
+        figures[f"{algo}_leave"] = per_seed(rows, algo, lambda r: _millions(r.left_plateau, "not yet"))
+        figures[f"{algo}_pass"] = per_seed(rows, algo, lambda r: _millions(r.first_exceed_step, "not reached"))
+        figures[f"{algo}_last"] = per_seed(rows, algo, lambda r: f"{r.last_mean:.1f} ± {r.last_sem:.1f}")
+        figures[f"{algo}_best"] = per_seed(rows, algo, lambda r: f"{r.best_mean:.1f} ± {r.best_sem:.1f}")
     return figures
 
 

@@ -318,24 +318,23 @@ def divergence_markdown(runs_dir: str | Path) -> str:
                    "largest gap after", "mean s.e. of the gap"], table)
 
 
-def complete_report_runs(rows: list[RunSummary]) -> list[str]:
-    """The report's runs (three algorithms x two seeds) present on the report's game and finished."""
+def incomplete_report_runs(rows: list[RunSummary]) -> list[str]:
+    """The report's runs (three algorithms x two seeds) not yet present on the report's game and finished."""
     present = {r.run_name: r for r in rows}
     return [name for name in expected_runs()
-            if name in present and present[name].env_id == REPORT_ENV_ID and present[name].finished]
+            if not (name in present and present[name].env_id == REPORT_ENV_ID and present[name].finished)]
 
 
 def analysis_status(rows: list[RunSummary]) -> str:
     """Markdown saying plainly which results are present and whether the analysis can be written."""
-    complete = complete_report_runs(rows)
+    missing = incomplete_report_runs(rows)
     lines = ["**Results present:** " + (", ".join(
         f"{r.run_name} ({r.env_id}, {r.last_step:,} steps{'' if r.finished else ', unfinished'})" for r in rows)
         or "none") + "."]
-    if len(complete) == len(expected_runs()):
-        lines.append(f"All {len(complete)} {REPORT_ENV_ID} runs are complete: the analysis below can be written "
-                     "from the table and the plot.")
+    if not missing:
+        lines.append(f"All {len(expected_runs())} {REPORT_ENV_ID} runs are complete: the analysis below can be "
+                     "written from the table and the plot.")
     else:
-        missing = [name for name in expected_runs() if name not in complete]
         lines.append(f"**Analysis pending:** it needs all six {REPORT_ENV_ID} runs trained to their budget; "
                      f"not yet complete: {', '.join(missing)}. No conclusion is drawn from the results above.")
     return "\n\n".join(lines)
