@@ -8,6 +8,7 @@ algorithm itself is ``rlhelpers.trainer``'s.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 import sys
@@ -92,6 +93,15 @@ class _StopRequest:
             signal.signal(signal.SIGTERM, self._previous)
 
 
+def _keep_saved_precision(config: TrainConfig, saved_record: dict[str, Any] | None) -> TrainConfig:
+    """``auto`` resumes a saved run in the precision it was trained in (part of its identity), whatever
+    this machine would choose for a new run; an explicit precision is left to the identity check."""
+    saved = ((saved_record or {}).get("config") or {}).get("precision")
+    if config.precision == "auto" and saved in ("fp32", "bf16"):
+        return dataclasses.replace(config, precision=saved)
+    return config
+
+
 def _check_resumable(saved: dict[str, Any], config: TrainConfig, where: Path) -> None:
     differences = config_differences(saved, config)
     if differences:
@@ -142,9 +152,9 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     ``total_timesteps`` or once the mean evaluation return exceeds ``stop_return``. Saves the model
     weights every ``snapshot_interval`` steps and at the end. SIGTERM checkpoints and returns.
     """
-    config, device = resolve_config(config)
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
     saved_record = run_dir.read_history()
+    config, device = resolve_config(_keep_saved_precision(config, saved_record))
     if saved_record is not None:
         _check_resumable(saved_record.get("config", {}), config, run_dir.path)
     run_dir.create()
@@ -176,7 +186,8 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         trainer = Trainer(config, device)
         if state is not None:
             trainer.load_state_dict(state)
-            print(f"Resuming {config.run_name} from step {trainer.num_timesteps:,} ({run_dir.path})", file=sys.stderr)
+            print(f"Resuming {config.run_name} from step {trainer.num_timesteps:,} in {config.precision} "
+                  f"({run_dir.path})", file=sys.stderr)
         trainer.sessions.append(session_provenance(device, config.precision, config.env_threads,
                                                    trainer.num_timesteps))
         metrics_log = MetricsLog(run_dir.path / METRICS_FILE)

@@ -64,7 +64,18 @@ def test_resume_with_another_precision_is_refused(tmp_path: Path) -> None:
     assert saved["config"]["precision"] == "fp32"
     with pytest.raises(RLHelpersError, match="precision: saved 'fp32' != requested 'bf16'"):
         train(cartpole(tmp_path, 400, precision="bf16"), show_progress=False)
-    train(cartpole(tmp_path, 400, precision="auto"), show_progress=False)  # auto resolves to fp32 here
+    train(cartpole(tmp_path, 400, precision="auto"), show_progress=False)  # auto keeps the saved fp32
+
+
+def test_auto_resumes_in_the_saved_precision(tmp_path: Path) -> None:
+    # A run moved to a machine where auto would pick the other precision resumes in its own.
+    assert resolve_config(cartpole(tmp_path, 200, precision="auto"))[0].precision == "fp32"
+    train(cartpole(tmp_path, 200, precision="bf16"), show_progress=False)
+    result = train(cartpole(tmp_path, 400, precision="auto"), show_progress=False)
+    assert result.num_timesteps == 400
+    saved = RunDirectory(tmp_path / "task1_seed-0").read_history()
+    assert saved["config"]["precision"] == "bf16"
+    assert [session["precision"] for session in saved["provenance"]] == ["bf16", "bf16"]
 
 
 def test_unknown_precision_is_named() -> None:
