@@ -261,7 +261,10 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
             tracker.log(metrics, trainer.num_timesteps)
             log_time, log_steps = now, trainer.num_timesteps
             lock.heartbeat()
-        if stop.requested or time.monotonic() - last_save >= cfg.checkpoint_interval_s:
+        # A timed save is skipped when an evaluation (which checkpoints) comes next at this very step:
+        # rewriting checkpoint-<step>.pt in place is what a synced folder such as Drive may lose.
+        evaluates_next = trainer.num_timesteps >= min(next_eval, cfg.total_timesteps)
+        if stop.requested or (time.monotonic() - last_save >= cfg.checkpoint_interval_s and not evaluates_next):
             trainer.train_seconds = time.monotonic() - clock_origin
             _checkpoint(trainer, run_dir, lock, run_id)
             last_save = time.monotonic()

@@ -414,6 +414,23 @@ def test_pruning_keeps_the_newest_and_never_the_new_one_out(tmp_path: Path) -> N
     assert [step for step, _ in run_dir.checkpoints()] == [900, 400, 300]
 
 
+def test_no_checkpoint_name_is_written_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timed checkpoint due on the update that reaches an evaluation is left to the evaluation's own
+    checkpoint: on Drive a file rewritten under the same name may sync late or never."""
+    saved_steps = []
+    real_save = RunDirectory.save_checkpoint
+
+    def recording_save(self: RunDirectory, state: dict, step: int, keep: int) -> None:
+        saved_steps.append(step)
+        real_save(self, state, step, keep)
+
+    monkeypatch.setattr(RunDirectory, "save_checkpoint", recording_save)
+    train(cartpole(tmp_path, checkpoint_interval_s=1e-9, keep_checkpoints=100), show_progress=False)
+    assert saved_steps == sorted(set(saved_steps))  # every update saved once, in order
+    assert {0, EVAL_INTERVAL, 2 * EVAL_INTERVAL} <= set(saved_steps)
+    assert len(saved_steps) == 400 // 20 + 1  # step 0 and every update of 4 envs x 5 steps
+
+
 def test_pruned_checkpoints_are_emptied_before_deletion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a Drive mount a deleted file sits in the Trash, at its full size, for 30 days: pruning empties it first."""
     run_dir = RunDirectory(tmp_path / "run")
