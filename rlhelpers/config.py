@@ -51,7 +51,8 @@ class TrainConfig:
         metadata={"help": "gymnasium id: an ALE Atari game (e.g. PongNoFrameskip-v4) or CartPole-v1"},
     )
     total_timesteps: int = field(
-        default=20_000_000, metadata={"help": "training budget in environment steps, summed over all envs"}
+        default=10_000_000,
+        metadata={"help": "training budget in environment steps, summed over all envs (the report's runs: 10M)"},
     )
     n_envs: int | None = field(default=None, metadata={"help": "parallel training environments (Atari: 16)"})
     n_steps: int = field(default=5, metadata={"help": "rollout length per environment (n of the n-step return)"})
