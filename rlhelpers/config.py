@@ -118,8 +118,11 @@ class TrainConfig:
         return self.n_steps * self.n_envs
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-JSON view of the config."""
-        return dataclasses.asdict(self)
+        """Plain-JSON view of the config as runs save it: without ``runs_dir``, since where a run lives is
+        not part of what it is (a saved path goes stale when the run moves, and names the machine)."""
+        values = dataclasses.asdict(self)
+        del values["runs_dir"]
+        return values
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:

@@ -41,6 +41,7 @@ def export_policy(run_dir: str | Path) -> Path:
     snapshot = torch.load(snapshots[-1], map_location="cpu", weights_only=True)
     snapshot["model"] = {name: value.half() if value.is_floating_point() else value
                          for name, value in snapshot["model"].items()}
+    snapshot["config"] = TrainConfig.from_dict(snapshot["config"]).to_dict()
     target = run.path / POLICY_FILE
     torch.save(snapshot, target)
     if target.stat().st_size > MAX_POLICY_BYTES:
@@ -52,7 +53,8 @@ def load_policy(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     """Model (float32), config and step of a ``policy.pt`` or a snapshot file."""
     path = Path(path)
     if not path.is_file():
-        raise RLHelpersError(f"no policy file at {path}: export one with `python -m rlhelpers evaluate --export`")
+        raise RLHelpersError(f"no policy file at {path}: export it from the run's snapshots "
+                             f"with `python -m rlhelpers evaluate {path.parent} --export`")
     saved = torch.load(path, map_location="cpu", weights_only=True)
     config = TrainConfig.from_dict(saved["config"])
     model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size,

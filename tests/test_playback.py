@@ -32,7 +32,8 @@ def pong_run(tmp_path: Path) -> Path:
     model = build_model((4, 84, 84), 6, "task1")
     run = tmp_path / "task1_seed-0"
     (run / SNAPSHOT_DIR).mkdir(parents=True)
-    torch.save({"step": 0, "config": config.to_dict(), "obs_shape": [4, 84, 84], "n_actions": 6,
+    saved_config = {**config.to_dict(), "runs_dir": str(tmp_path)}  # the path earlier versions saved
+    torch.save({"step": 0, "config": saved_config, "obs_shape": [4, 84, 84], "n_actions": 6,
                 "model": model.state_dict()}, run / SNAPSHOT_DIR / snapshot_name(0))
     history = [{"step": 0, "returns": [-21.0, -20.0, -21.0, -20.0], "lengths": [800] * 4}]
     (run / "eval_history.json").write_text(json.dumps({"run_name": run.name, "config": config.to_dict(),
@@ -45,6 +46,7 @@ def test_export_keeps_the_weights_in_float16(pong_run: Path) -> None:
     assert path == pong_run / POLICY_FILE and 2_000_000 < path.stat().st_size <= MAX_POLICY_BYTES
     saved = torch.load(path, weights_only=True)
     assert all(v.dtype == torch.float16 for v in saved["model"].values())
+    assert "runs_dir" not in saved["config"]  # no machine path in a committed file
     model, config, step = load_policy(path)
     snapshot = torch.load(pong_run / SNAPSHOT_DIR / snapshot_name(0), weights_only=True)["model"]
     assert config.algo == "task1" and step == 0

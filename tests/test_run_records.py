@@ -87,6 +87,16 @@ def test_unknown_precision_is_named() -> None:
 
 # ---------------------------------------------------------------- provenance, metrics, snapshots
 
+def test_saved_records_name_no_path_of_this_machine(tmp_path: Path) -> None:
+    train(cartpole(tmp_path, 1_000), show_progress=False)
+    run = RunDirectory(tmp_path / "task1_seed-0")
+    assert str(tmp_path) not in run.history_path.read_text()
+    checkpoint = run.load_latest_checkpoint()
+    snapshot = torch.load(next((run.path / SNAPSHOT_DIR).glob("*.pt")), weights_only=True)
+    for config in (run.read_history()["config"], checkpoint["config"], snapshot["config"]):
+        assert "runs_dir" not in config and config["algo"] == "task1"
+
+
 def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 2_000), show_progress=False)
     train(cartpole(tmp_path, 3_000), show_progress=False)
