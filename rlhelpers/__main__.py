@@ -13,6 +13,7 @@ from rlhelpers.config import ENV_DEPENDENT_FIELDS, TrainConfig
 from rlhelpers.errors import RLHelpersError
 
 RUN_FIELDS = ("algo", "seed")  # set per run by the campaign
+PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
 def _option_type(hint: object) -> type:
@@ -35,7 +36,7 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] =
     for f in dataclasses.fields(TrainConfig):
         if f.name in skip:
             continue
-        default_text = "set by algo and env" if f.name in ENV_DEPENDENT_FIELDS else f.default
+        default_text = "set by algo and env" if f.name in ENV_DEPENDENT_FIELDS else f.metadata.get("default", f.default)
         if overrides is not None:
             default_text = overrides.get(f.name, default_text)
         parser.add_argument(
@@ -70,8 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     plot_parser = commands.add_parser("plot", help="draw the comparison plot from the runs present",
                                       description="Draw the comparison plot from every eval_history.json found.")
     plot_parser.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
-    plot_parser.add_argument("--out", default="figures/comparison.png",
-                             help="PNG to write (default: figures/comparison.png)")
+    plot_parser.add_argument("--out", default=None,
+                             help="image to write, .png, .pdf or .svg (default: comparison.png in figures/ for "
+                                  "the committed runs/, in <runs-dir>/figures/ for another runs directory)")
     publish_parser = commands.add_parser(
         "publish", help="upload every run to W&B from its local files, each record once",
         description="Create or resume one W&B run per run directory (its stored id, name <algo>_seed-<seed>) and "
@@ -104,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "estimator, bf16 vs fp32, and the gradient norm of each weighted loss term.")
     analyze_parser.add_argument("--runs-dir", default="runs",
                                 help="directory holding the run directories (default: runs)")
-    analyze_parser.add_argument("--out", default="figures/analysis.json",
-                                help="JSON to write (default: figures/analysis.json)")
+    analyze_parser.add_argument("--out", default=None,
+                                help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
+                                     "in <runs-dir>/figures/ for another runs directory)")
     analyze_parser.add_argument("--rollouts", type=int, default=2,
                                 help="rollouts of 16 envs x 5 steps per snapshot (default: 2, i.e. 160 states)")
     analyze_parser.add_argument("--stages", type=int, default=3,
@@ -136,11 +139,12 @@ def _analyze(args: argparse.Namespace) -> int:
     import json
 
     from rlhelpers.analysis import analyze_runs
+    from rlhelpers.plotting import figures_dir
 
     if args.rollouts < 1 or args.stages < 1:
         raise RLHelpersError("--rollouts and --stages must be positive integers")
     results = analyze_runs(args.runs_dir, args.rollouts, args.stages, show_progress=True)
-    out = Path(args.out)
+    out = Path(args.out) if args.out else figures_dir(args.runs_dir) / "analysis.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"wrote {out}: {len(results['snapshots'])} snapshots")
@@ -203,12 +207,15 @@ def main(argv: list[str] | None = None) -> int:
 
             publish_runs(args.runs_dir, args.mode, args.project, args.entity)
             return 0
-        from rlhelpers.plotting import plot_comparison
+        from rlhelpers.plotting import figures_dir, plot_comparison
 
+        out = Path(args.out) if args.out else figures_dir(args.runs_dir) / "comparison.png"
+        if out.suffix.lower() not in PLOT_FORMATS:
+            raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
         if not any(Path(_runs_dir(args.runs_dir)).glob("*/eval_history.json")):
             raise RLHelpersError(f"no run with an eval_history.json in {args.runs_dir}: nothing to plot")
-        _, missing = plot_comparison(args.runs_dir, args.out)
-        print(f"wrote {args.out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
+        _, missing = plot_comparison(args.runs_dir, out)
+        print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
     except RLHelpersError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -57,10 +57,10 @@ class TrainConfig:
     n_envs: int | None = field(default=None, metadata={"help": "parallel training environments (Atari: 16)"})
     n_steps: int = field(default=5, metadata={"help": "rollout length per environment (n of the n-step return)"})
     gamma: float = field(default=0.99, metadata={"help": "discount factor"})
-    lr: float | None = field(default=None, metadata={"help": "learning rate (default: the algorithm's)"})
-    pg_coef: float | None = field(default=None, metadata={"help": "actor loss weight (default: the algorithm's)"})
-    vf_coef: float | None = field(default=None, metadata={"help": "critic loss weight (default: the algorithm's)"})
-    ent_coef: float | None = field(default=None, metadata={"help": "entropy bonus weight (default: the algorithm's)"})
+    lr: float | None = field(default=None, metadata={"help": "learning rate"})
+    pg_coef: float | None = field(default=None, metadata={"help": "actor loss weight"})
+    vf_coef: float | None = field(default=None, metadata={"help": "critic loss weight"})
+    ent_coef: float | None = field(default=None, metadata={"help": "entropy bonus weight"})
     max_grad_norm: float = field(default=0.5, metadata={"help": "global gradient-norm clip"})
     rms_alpha: float = field(default=0.99, metadata={"help": "RMSprop smoothing constant"})
     rms_eps: float = field(default=1e-5, metadata={"help": "RMSprop epsilon (inside the square root)"})
@@ -97,9 +97,12 @@ class TrainConfig:
     )
     runs_dir: str = field(default="runs", metadata={"help": "directory holding one sub-directory per run"})
     wandb_project: str = field(default="pong-actor-critic", metadata={"help": "W&B project"})
-    wandb_entity: str | None = field(default=None, metadata={"help": "W&B entity (user or team)"})
+    wandb_entity: str | None = field(
+        default=None, metadata={"help": "W&B entity (user or team)", "default": "your API key's default entity"}
+    )
     wandb_mode: str | None = field(
-        default=None, metadata={"help": "online, offline or disabled (default: online with an API key, else offline)"}
+        default=None,
+        metadata={"help": "online, offline or disabled", "default": "online with an API key, else offline"},
     )
 
     def __post_init__(self) -> None:

@@ -1,4 +1,5 @@
-"""The comparison plot of docs/experiment.md, built from every run's eval_history.json that is present."""
+"""The comparison plot of docs/experiment.md, built from every run's eval_history.json that is present,
+the training diagnostics, and where a runs directory's figures go."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ REPORT_SEEDS = (0, 100)
 # task1 and task2 can coincide (their actor gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
 LINE_STYLES = {"a2c": "-", "task1": "--", "task2": ":"}
+COMMITTED_RUNS = "runs"
+
+
+def figures_dir(runs_dir: str | Path) -> Path:
+    """Where the report of ``runs_dir`` puts its figures, results JSON and video: ``figures/`` for the
+    committed runs in ``runs/``, ``<runs_dir>/figures`` for any other runs directory, so that a report of
+    your own runs neither overwrites the committed figures nor shows them beside your table."""
+    if Path(runs_dir).resolve() == Path(COMMITTED_RUNS).resolve():
+        return Path("figures")
+    return Path(runs_dir) / "figures"
 
 
 def load_histories(runs_dir: str | Path) -> dict[str, dict[str, Any]]:

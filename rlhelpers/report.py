@@ -21,7 +21,7 @@ from rlhelpers.config import ALGOS, TrainConfig, validate
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_divergence
 from rlhelpers.findings import SEED_PAIRS, TASK_PAIRS
-from rlhelpers.plotting import expected_runs, learning_curve, load_histories
+from rlhelpers.plotting import expected_runs, figures_dir, learning_curve, load_histories
 from rlhelpers.tracking import has_wandb_key, publish_command, resolve_wandb_mode
 
 REPORT_ONLY = "none"
@@ -342,17 +342,18 @@ def analysis_status(rows: list[RunSummary]) -> str:
 
 # ---------------------------------------------------------------- measured facts and the agent on screen
 
-ANALYSIS_JSON = "figures/analysis.json"
-AGENT_GIF = "figures/agent.gif"
+ANALYSIS_JSON = "analysis.json"
+AGENT_GIF = "agent.gif"
 
 
-def analysis_results(runs_dir: str | Path, path: str | Path = ANALYSIS_JSON,
+def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
                      recompute: bool = False) -> dict[str, Any] | None:
     """The gradient facts: measured anew on the runs' snapshots and saved when ``recompute`` is set (a
-    few minutes on a CPU for the report's runs), else the saved JSON; None when there is neither."""
+    few minutes on a CPU for the report's runs), else the saved JSON; None when there is neither.
+    ``path`` defaults to ``analysis.json`` in the runs' ``figures_dir``."""
     from rlhelpers.analysis import SNAPSHOT_GLOB, analyze_runs
 
-    path = Path(path)
+    path = Path(path) if path is not None else figures_dir(runs_dir) / ANALYSIS_JSON
     if recompute:
         if not any(Path(runs_dir).glob(f"*/{SNAPSHOT_GLOB}")):
             raise RLHelpersError(f"recompute_analysis needs model snapshots under {runs_dir}/*/snapshots/; "
@@ -433,11 +434,12 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
     ])
 
 
-def agent_video_html(runs_dir: str | Path, rows: list[RunSummary], gif: str | Path = AGENT_GIF) -> str:
-    """HTML embedding the GIF of the best run's committed policy (recorded first if only the policy exists)."""
+def agent_video_html(runs_dir: str | Path, rows: list[RunSummary], gif: str | Path | None = None) -> str:
+    """HTML embedding the GIF of the best run's committed policy (recorded first if only the policy exists);
+    ``gif`` defaults to ``agent.gif`` in the runs' ``figures_dir``."""
     from rlhelpers.playback import POLICY_FILE, record_video
 
-    gif = Path(gif)
+    gif = Path(gif) if gif is not None else figures_dir(runs_dir) / AGENT_GIF
     with_policy = [r for r in rows if (Path(runs_dir) / r.run_name / POLICY_FILE).exists()]
     if not gif.exists():
         if not with_policy:

@@ -2,11 +2,19 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 
 from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
-from rlhelpers.plotting import DIAGNOSTICS, algo_curve, learning_curve, plot_comparison, plot_diagnostics
+from rlhelpers.plotting import (
+    DIAGNOSTICS,
+    algo_curve,
+    figures_dir,
+    learning_curve,
+    plot_comparison,
+    plot_diagnostics,
+)
 
 
 def record(algo: str, seed: int, history: list[dict]) -> dict:
@@ -107,3 +115,20 @@ def test_plot_lists_missing_runs_and_writes_png(tmp_path) -> None:
     labels = [line.get_label() for line in fig.axes[0].lines if not line.get_label().startswith("_")]
     assert labels == ["a2c (seed 0)", "task2 (seed 100)"]
     assert fig.axes[0].lines[0].get_ydata().tolist() == [-21.0, -20.0, -19.0]
+
+
+def test_figures_go_beside_other_runs_and_to_figures_for_the_committed_ones(tmp_path, monkeypatch, capsys) -> None:
+    from rlhelpers.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    assert figures_dir("runs") == figures_dir("./runs") == figures_dir(tmp_path / "runs") == Path("figures")
+    assert figures_dir("my_runs") == Path("my_runs/figures")
+    assert figures_dir(tmp_path / "drive" / "runs") == tmp_path / "drive" / "runs" / "figures"
+    run = tmp_path / "my_runs" / "a2c_seed-0"
+    run.mkdir(parents=True)
+    history = [{"step": s, "returns": [-21.0, -20.0], "lengths": [800] * 2} for s in (0, 100)]
+    (run / "eval_history.json").write_text(json.dumps(record("a2c", 0, history)))
+    assert main(["plot", "--runs-dir", "my_runs"]) == 0
+    assert (tmp_path / "my_runs" / "figures" / "comparison.png").exists() and not (tmp_path / "figures").exists()
+    assert main(["plot", "--runs-dir", "my_runs", "--out", "plot.txt"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--out plot.txt: name the plot's file .png, .pdf or .svg")

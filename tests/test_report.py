@@ -81,10 +81,10 @@ def _results_table(nb: nbformat.NotebookNode) -> str:
 
 
 def _assert_report_ok(proc: subprocess.CompletedProcess, nb: nbformat.NotebookNode, tmp_path: Path,
-                      runs: list[str]) -> None:
+                      runs: list[str], figures: str = "figures") -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _errors(nb) == []
-    png = tmp_path / "figures" / "comparison.png"
+    png = tmp_path / figures / "comparison.png"
     assert png.read_bytes().startswith(PNG_SIGNATURE)
     height, width = matplotlib.image.imread(png).shape[:2]
     assert height > 100 and width > 100
@@ -94,8 +94,8 @@ def _assert_report_ok(proc: subprocess.CompletedProcess, nb: nbformat.NotebookNo
         assert f"| {run} |" in table
 
 
-def _history(tmp_path: Path, run: str) -> dict:
-    return json.loads((tmp_path / "runs" / run / "eval_history.json").read_text())
+def _history(tmp_path: Path, run: str, runs_dir: str = "runs") -> dict:
+    return json.loads((tmp_path / runs_dir / run / "eval_history.json").read_text())
 
 
 def _evaluated(run_dir: Path, step: int) -> bool:
@@ -141,11 +141,16 @@ def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
 
 
 def test_short_pong_run(tmp_path: Path) -> None:
+    """The README's main command, with a tiny budget: your own run in my_runs/, its figures beside it."""
     proc, nb = _papermill(tmp_path, "pong.ipynb", [
         "-p", "algo", "task2", "-p", "seed", "0", "-p", "total_timesteps", "40", "-p", "n_envs", "2",
-        "-p", "eval_interval", "1000000", "-p", "n_eval_episodes", "1", "-p", "wandb_mode", "offline"])
-    _assert_report_ok(proc, nb, tmp_path, ["task2_seed-0"])
-    history = _history(tmp_path, "task2_seed-0")
+        "-p", "eval_interval", "1000000", "-p", "n_eval_episodes", "1", "-p", "wandb_mode", "offline",
+        "-p", "runs_dir", "my_runs"])
+    _assert_report_ok(proc, nb, tmp_path, ["task2_seed-0"], figures="my_runs/figures")
+    assert (tmp_path / "my_runs" / "figures" / "diagnostics.png").exists()
+    assert not (tmp_path / "figures").exists()  # the committed figures are neither overwritten nor shown
+    assert "No gradient measurements yet" in _text(nb)
+    history = _history(tmp_path, "task2_seed-0", "my_runs")
     assert history["config"]["env_id"] == "PongNoFrameskip-v4"
     assert [point["step"] for point in history["history"]] == [0, 40]
     assert all(-21 <= r <= 21 for point in history["history"] for r in point["returns"])
