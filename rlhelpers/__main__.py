@@ -109,10 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_parser.add_argument("--out", default=None,
                                 help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
                                      "in <runs-dir>/figures/ for another runs directory)")
-    analyze_parser.add_argument("--rollouts", type=int, default=2,
-                                help="rollouts of 16 envs x 5 steps per snapshot (default: 2, i.e. 160 states)")
-    analyze_parser.add_argument("--stages", type=int, default=3,
-                                help="snapshots per run, from first to last (default: 3)")
+    analyze_parser.add_argument("--rollouts", type=int, default=4,
+                                help="rollouts of 16 envs x 5 steps per snapshot (default: 4, i.e. 320 states)")
+    analyze_parser.add_argument("--stages", type=int, default=4,
+                                help="snapshots per run, spread evenly from first to last (default: 4)")
     return parser
 
 

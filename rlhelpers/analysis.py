@@ -261,11 +261,12 @@ def stage_snapshots(run_dir: Path, n_stages: int = 3) -> list[Path]:
     return [snapshots[i] for i in sorted(set(picks.tolist()))]
 
 
-def analyze_runs(runs_dir: str | Path, n_rollouts: int = 2, n_stages: int = 3, seed: int = 7,
+def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, seed: int = 7,
                  show_progress: bool = False) -> dict[str, Any]:
     """Every measurement above for each run's snapshots under ``runs_dir``.
 
-    States come from ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``.
+    States come from ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``, on
+    ``n_stages`` snapshots per run spread evenly from its first to its last.
     """
     runs_dir = Path(runs_dir)
     staged = [(run_dir, path) for run_dir in sorted(p for p in runs_dir.glob("*") if p.is_dir())
@@ -273,7 +274,8 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 2, n_stages: int = 3, s
     if not staged:
         raise RLHelpersError(f"no model snapshots under {runs_dir}/*/snapshots/: they are written while training "
                              "and are not committed")
-    results: dict[str, Any] = {"method": __doc__, "n_rollouts": n_rollouts, "env_seed": seed, "snapshots": {}}
+    results: dict[str, Any] = {"method": __doc__, "n_rollouts": n_rollouts, "n_stages": n_stages, "env_seed": seed,
+                               "snapshots": {}}
     for run_dir, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
         model, config, step = load_snapshot(path)
         batch = collect_batch(model, config, n_rollouts, seed)

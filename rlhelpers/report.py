@@ -410,9 +410,12 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
     scale = [[key, "Q(s,a) − Ṽ(s), π-weighted" if key in task else "A_t = R_t − V(s_t)",
               _g(e["advantage_scale"]["advantage_rms"]), _g(e["advantage_scale"]["critic_rms_error"])]
              for key, e in snapshots.items() if "advantage_scale" in e]
+    command = f"python -m rlhelpers analyze --rollouts {results['n_rollouts']}"
+    if "n_stages" in results:
+        command += f" --stages {results['n_stages']}"
     return "\n\n".join([
-        f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy. Actor "
-        "parameters: the encoder and the policy head.",
+        f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy, measured "
+        f"by `{command}`. Actor parameters: the encoder and the policy head.",
         _table("task1 against task2 actor gradients (same states, same weights)",
                ["snapshot", "states", "float32 cosine", "float32 rel. difference", "float64 cosine",
                 "float64 rel. difference"], agreement),

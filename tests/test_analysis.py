@@ -128,6 +128,7 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
                           wandb_mode="disabled", device="cpu"), show_progress=False)
     results = analyze_runs(tmp_path, n_rollouts=1, n_stages=2)
     assert sorted(results["snapshots"]) == [f"{a}_seed-0@{s}" for a in ("a2c", "task1", "task2") for s in (0, 400)]
+    assert (results["n_rollouts"], results["n_stages"]) == (1, 2)  # how to measure it again
     task1 = results["snapshots"]["task1_seed-0@400"]
     assert task1["estimator_variance"]["n_states"] == 20  # one rollout of 4 envs x 5 steps
     assert task1["task_gradient_agreement"]["float64"]["relative_difference"] < 1e-10

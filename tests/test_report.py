@@ -329,6 +329,7 @@ def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
     assert report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json") == saved  # read back
     results = analyze_runs(tmp_path / "runs", n_rollouts=1, n_stages=1)
     text = report.analysis_markdown(results)
+    assert "measured by `python -m rlhelpers analyze --rollouts 1 --stages 1`" in text
     t = results["snapshots"]["task1_seed-0@200"]["task_gradient_agreement"]
     assert f"| task1_seed-0@200 | 20 | {t['float32']['cosine']:.9f} |" in text
     v = results["snapshots"]["a2c_seed-0@200"]["a2c_estimator_variance"]
