@@ -1,5 +1,15 @@
 """The report's gradient facts, measured on real states from model snapshots.
 
+States: each snapshot's own policy plays the training envs, reset with a fixed env seed, with the
+trainer's rollout code. First ``burn_in_steps`` unrecorded steps per env (1000 by default), so that the
+states are from mid-game rather than the nearly identical opening frames of fresh games; then
+``n_rollouts`` recorded rollouts of n_envs x n_steps states, separated by ``gap_steps`` unrecorded
+steps per env (100 by default), so that they are from different rallies; both counts are rounded up
+to whole rollouts. Each recorded state carries the action taken and the trainer's n-step return,
+bootstrapped from the critic at the state after its rollout.
+Snapshots: ``n_stages - 1`` steps spread evenly over the snapshot steps that every run has, so that
+runs can be compared at one step, then each run's own last snapshot.
+
 Every actor gradient here is taken with respect to the *actor's parameters*: the shared encoder
 and the policy head (the critic head receives no actor gradient: Q and V enter the actor losses
 through a stop-gradient). Their count is reported with each result.
@@ -12,8 +22,9 @@ through a stop-gradient). Their count is reported with each result.
    a ~ pi(.|s), has the same expectation (sum_a pi(a|s) g(s, a) = g(s), checked) and the variance
    Var_a = sum_a pi(a|s) |g(s, a) - g(s)|^2 (trace of its covariance), computed exactly over the
    |A| actions. Over a batch of B states both estimators also vary with the states drawn:
-   Var_s = E_s |g(s)|^2 - |E_s g(s)|^2. For the batch mean, treating the B states as independent:
-   all-action Var_s / B, sampled (Var_s + E_s Var_a) / B.
+   Var_s = E_s |g(s)|^2 - |E_s g(s)|^2. Per sample (one state s from the batch, for the sampled
+   estimator with one a ~ pi): all-action Var_s, sampled Var_s + E_s Var_a, like-for-like with A2C's
+   per-sample variance below. For the batch mean, treating the B states as independent: these over B.
 3. ``a2c_estimator_variance``: A2C's own per-sample estimator A_t grad log pi(a_t|s_t) with its V
    critic and n-step advantage A_t = R_t - V(s_t), on its own rollouts: the empirical trace of its
    covariance over the samples (states, actions and returns all vary).
@@ -32,12 +43,19 @@ through a stop-gradient). Their count is reported with each result.
    and the error R_t - Q(s_t,a_t); for A2C's V critic both are A_t = R_t - V(s_t). A Q critic whose
    spread over the actions is small beside its error gives the all-action actor a small and unreliable
    signal, however low its variance.
+7. ``optimizer_regime`` (per run, from its newest checkpoint, the only state that keeps the optimizer):
+   TF-style RMSprop steps by lr g / sqrt(v + eps), v the running mean square of the parameter's
+   gradient. Where v is far below eps, the step is plain gradient descent at rate lr / sqrt(eps),
+   proportional to the gradient, so a loss term's weight and its advantage's size set how far the
+   parameter moves; where v is far above eps, RMSprop divides the gradient's size away. Per parameter
+   group (encoder, policy head, critic head): the share of parameters with v < eps and the median sqrt(v).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +64,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rlhelpers.checkpoint import RunDirectory
 from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.losses import LOSSES, state_value
@@ -71,17 +90,26 @@ def load_snapshot(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     return model, config, int(snapshot["step"])
 
 
-def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed: int) -> Batch:
-    """``n_rollouts`` training rollouts (n_envs x n_steps states each) played by ``model``'s own policy,
-    with the trainer's n-step returns (clipped rewards on Atari); the model is not changed."""
+def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed: int,
+                  burn_in_steps: int = 1000, gap_steps: int = 100) -> Batch:
+    """States from ``n_rollouts`` training rollouts (n_envs x n_steps states each) played by ``model``'s
+    own policy in envs reset with ``seed``, with the trainer's n-step returns (clipped rewards on Atari).
+
+    Play starts with ``burn_in_steps`` unrecorded steps per env, then records a rollout, plays
+    ``gap_steps`` unrecorded steps per env, records the next, and so on; both counts are rounded up to
+    whole rollouts of n_steps. The model is not changed.
+    """
     from rlhelpers.trainer import Trainer  # the trainer's own rollout code, so the states are the training ones
 
     replay_config, device = resolve_config(
         TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0}))
+    burn_in_rollouts, gap_rollouts = (math.ceil(steps / config.n_steps) for steps in (burn_in_steps, gap_steps))
     trainer = Trainer(replay_config, device, model=copy.deepcopy(model))
     try:
         obs, actions, returns = [], [], []
-        for _ in range(n_rollouts):
+        for i in range(n_rollouts):
+            for _ in range(burn_in_rollouts if i == 0 else gap_rollouts):
+                trainer.collect_rollout()
             trainer.collect_rollout()
             with torch.inference_mode():
                 last_values = state_value(*trainer.model(trainer.obs))
@@ -146,7 +174,8 @@ def task_gradient_agreement(model: ActorCritic, batch: Batch) -> dict[str, Any]:
 
 
 def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 80) -> dict[str, Any]:
-    """Exact per-state variance of the sampled-action estimator against the all-action gradient (a Q critic)."""
+    """Exact variance of the sampled-action estimator against the all-action gradient (a Q critic), per
+    state (over the actions), per sample (states and actions) and for a batch of ``batch_size`` states."""
     params = actor_parameters(model)
     sum_g = None
     sum_sq_g = action_var = identity_error = 0.0
@@ -168,7 +197,8 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 80) -
     state_var = sum_sq_g / n - float(mean_g.square().sum())
     per_state_action_var = action_var / n
     signal = _signal(mean_g, state_var, n)
-    batch_var = {"all_action": state_var / batch_size, "sampled": (state_var + per_state_action_var) / batch_size}
+    per_sample = {"all_action": state_var, "sampled": state_var + per_state_action_var}
+    batch_var = {name: var / batch_size for name, var in per_sample.items()}
     return {
         "n_states": n,
         "n_parameters": sum(p.numel() for p in params),
@@ -176,9 +206,10 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 80) -
         "signal_sq_norm": signal,
         "per_state": {"all_action": 0.0, "sampled": per_state_action_var},
         "state_variance": state_var,
+        "per_sample": per_sample,
         "batch": {"size": batch_size, **batch_var},
         "batch_signal_to_noise": {name: _ratio(signal, var) for name, var in batch_var.items()},
-        "sampled_over_all_action_batch": _ratio(state_var + per_state_action_var, state_var),
+        "sampled_over_all_action_batch": _ratio(per_sample["sampled"], per_sample["all_action"]),
         "expectation_identity_max_relative_error": identity_error,
     }
 
@@ -244,41 +275,89 @@ def advantage_scale(model: ActorCritic, algo: str, batch: Batch) -> dict[str, fl
     return {"advantage_rms": float(advantage_sq.mean().sqrt()), "critic_rms_error": float(error.square().mean().sqrt())}
 
 
+def parameter_group(name: str) -> str:
+    """``policy_head``, ``critic_head`` or ``encoder``: the part of the network a parameter belongs to."""
+    head = name.split(".", 1)[0]
+    return head if head in ("policy_head", "critic_head") else "encoder"
+
+
+def optimizer_regime(model: ActorCritic, optimizer_state: dict[str, Any], eps: float) -> dict[str, Any]:
+    """Per parameter group of ``model``, from an RMSprop state dict: how many parameters there are, the
+    share whose running mean square v lies below ``eps``, and the median sqrt(v)."""
+    names = [name for name, _ in model.named_parameters()]
+    indices = [index for group in optimizer_state["param_groups"] for index in group["params"]]
+    square_avgs: dict[str, list[torch.Tensor]] = {}
+    for index, name in zip(indices, names, strict=True):
+        if index in optimizer_state["state"]:
+            square_avgs.setdefault(parameter_group(name), []).append(
+                optimizer_state["state"][index]["square_avg"].flatten().double())
+    groups = {}
+    for group, values in square_avgs.items():
+        v = torch.cat(values)
+        groups[group] = {"n_parameters": v.numel(), "below_eps_share": float((v < eps).double().mean()),
+                         "median_rms": float(v.median().sqrt())}
+    return {"eps": eps, "groups": groups}
+
+
 # ---------------------------------------------------------------- the command: every run's snapshots
 
 SNAPSHOT_GLOB = "snapshots/model-*.pt"
+SNAPSHOT_PATTERN = re.compile(r"^model-(\d{12})\.pt$")  # rlhelpers.checkpoint.snapshot_name
+
+
+def _evenly_spaced(items: list[Any], n: int) -> list[Any]:
+    """``n`` of ``items`` spread evenly from the first to the last (all of them if there are no more)."""
+    if len(items) <= n:
+        return items
+    picks = np.linspace(0, len(items) - 1, n).round().astype(int)
+    return [items[i] for i in sorted(set(picks.tolist()))]
+
+
+def snapshot_steps(run_dir: Path) -> dict[int, Path]:
+    """A run's snapshots by step, read from their names ``snapshots/model-<step, 12 digits>.pt``."""
+    return {int(match.group(1)): path for path in run_dir.glob(SNAPSHOT_GLOB)
+            if (match := SNAPSHOT_PATTERN.match(path.name))}
 
 
 def stage_snapshots(run_dir: Path, n_stages: int = 3) -> list[Path]:
     """Snapshots spread over training: the first, the last, and evenly spaced ones between (only the
     last for a single stage)."""
     snapshots = sorted(run_dir.glob(SNAPSHOT_GLOB))
-    if len(snapshots) <= n_stages:
-        return snapshots
-    if n_stages == 1:
-        return snapshots[-1:]
-    picks = np.linspace(0, len(snapshots) - 1, n_stages).round().astype(int)
-    return [snapshots[i] for i in sorted(set(picks.tolist()))]
+    return snapshots[-1:] if n_stages == 1 else _evenly_spaced(snapshots, n_stages)
+
+
+def shared_stage_snapshots(run_dirs: list[Path], n_stages: int) -> dict[Path, list[Path]]:
+    """The snapshots to measure of each run that has any, in step order: ``n_stages - 1`` steps spread
+    evenly (first to last) over the snapshot steps that every such run has, so that runs can be compared
+    at one step, then the run's own last snapshot (a step once only; only the last for a single stage).
+    Runs that share no step get their own ``stage_snapshots`` instead."""
+    steps = {run_dir: found for run_dir in run_dirs if (found := snapshot_steps(run_dir))}
+    shared = sorted(set.intersection(*(set(found) for found in steps.values()))) if steps else []
+    if not shared:
+        return {run_dir: stage_snapshots(run_dir, n_stages) for run_dir in steps}
+    picks = _evenly_spaced(shared, n_stages - 1)
+    return {run_dir: [found[step] for step in sorted({*picks, max(found)})] for run_dir, found in steps.items()}
 
 
 def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, seed: int = 7,
-                 show_progress: bool = False) -> dict[str, Any]:
+                 burn_in_steps: int = 1000, gap_steps: int = 100, show_progress: bool = False) -> dict[str, Any]:
     """Every measurement above for each run's snapshots under ``runs_dir``.
 
-    States come from ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``, on
-    ``n_stages`` snapshots per run spread evenly from its first to its last.
+    Snapshots: ``n_stages`` per run, chosen by ``shared_stage_snapshots``. States: ``collect_batch``'s
+    ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``, after ``burn_in_steps``
+    and separated by ``gap_steps`` unrecorded steps per env.
     """
     runs_dir = Path(runs_dir)
-    staged = [(run_dir, path) for run_dir in sorted(p for p in runs_dir.glob("*") if p.is_dir())
-              for path in stage_snapshots(run_dir, n_stages)]
+    stages = shared_stage_snapshots(sorted(p for p in runs_dir.glob("*") if p.is_dir()), n_stages)
+    staged = [(run_dir, path) for run_dir, paths in stages.items() for path in paths]
     if not staged:
         raise RLHelpersError(f"no model snapshots under {runs_dir}/*/snapshots/: they are written while training "
                              "and are not committed")
     results: dict[str, Any] = {"method": __doc__, "n_rollouts": n_rollouts, "n_stages": n_stages, "env_seed": seed,
-                               "snapshots": {}}
+                               "burn_in_steps": burn_in_steps, "gap_steps": gap_steps, "snapshots": {}}
     for run_dir, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
         model, config, step = load_snapshot(path)
-        batch = collect_batch(model, config, n_rollouts, seed)
+        batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
         entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision}
         if config.algo == "a2c":
             entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch)
@@ -289,4 +368,12 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
         entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
         entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
         results["snapshots"][f"{run_dir.name}@{step}"] = entry
+    regimes = {}
+    for run_dir, paths in stages.items():
+        state = RunDirectory(run_dir).load_latest_checkpoint()
+        if state is not None:
+            model, config, _ = load_snapshot(paths[-1])
+            regimes[run_dir.name] = {"step": int(state["num_timesteps"]),
+                                     **optimizer_regime(model, state["optimizer"], config.rms_eps)}
+    results["optimizer_regime"] = regimes
     return results

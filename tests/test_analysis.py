@@ -16,13 +16,18 @@ from rlhelpers.analysis import (
     advantage_scale,
     analyze_runs,
     bf16_agreement,
+    collect_batch,
     estimator_variance,
     loss_term_gradients,
+    optimizer_regime,
+    shared_stage_snapshots,
     task_gradient_agreement,
 )
+from rlhelpers.checkpoint import snapshot_name
 from rlhelpers.config import TrainConfig
 from rlhelpers.evaluation import history_divergence
 from rlhelpers.networks import build_model
+from rlhelpers.optim import RMSpropTFLike
 from rlhelpers.plotting import load_histories
 from rlhelpers.run import train
 
@@ -53,10 +58,31 @@ def test_estimator_variance_matches_the_closed_form() -> None:
     assert abs(result["state_variance"]) < 1e-12  # every state has the same all-action gradient
     assert math.isclose(result["mean_gradient_sq_norm"], float(np.sum(mean ** 2)), rel_tol=1e-9)
     assert math.isclose(result["batch"]["sampled"], expected / 80, rel_tol=1e-6)
+    assert abs(result["per_sample"]["all_action"]) < 1e-12
+    assert math.isclose(result["per_sample"]["sampled"], expected, rel_tol=1e-9)
     assert math.isclose(result["signal_sq_norm"], float(np.sum(mean ** 2)), rel_tol=1e-9)  # no state variance
     assert math.isclose(result["batch_signal_to_noise"]["sampled"], float(np.sum(mean ** 2)) / (expected / 80),
                         rel_tol=1e-6)
     assert result["expectation_identity_max_relative_error"] < 1e-12
+
+
+def test_per_sample_variance_is_the_state_variance_plus_the_action_variance() -> None:
+    torch.manual_seed(5)
+    model = build_model((4,), 3, "task1", hidden_size=8).double()
+    n = 6
+    batch = Batch(torch.randn(n, 4, dtype=torch.float64), torch.zeros(n, dtype=torch.long), torch.zeros(n))
+    result = estimator_variance(model, batch, batch_size=80)
+    # task1's actor gradient on one state is -g(s): Var_s from the states' gradients, computed apart
+    g = torch.stack([actor_gradient(model, "task1", Batch(batch.obs[i:i + 1], batch.actions[i:i + 1],
+                                                          batch.returns[i:i + 1])) for i in range(n)])
+    state_variance = float((g - g.mean(0)).square().sum(1).mean())
+    assert math.isclose(result["state_variance"], state_variance, rel_tol=1e-9) and state_variance > 0
+    per_sample = result["per_sample"]
+    assert per_sample["all_action"] == result["state_variance"]
+    assert math.isclose(per_sample["sampled"], state_variance + result["per_state"]["sampled"], rel_tol=1e-9)
+    assert per_sample["sampled"] > per_sample["all_action"]
+    assert result["batch"]["sampled"] == per_sample["sampled"] / 80
+    assert result["batch"]["all_action"] == per_sample["all_action"] / 80
 
 
 def test_advantage_scale_matches_the_closed_form() -> None:
@@ -126,9 +152,10 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
         train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,
                           n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path),
                           wandb_mode="disabled", device="cpu"), show_progress=False)
-    results = analyze_runs(tmp_path, n_rollouts=1, n_stages=2)
+    results = analyze_runs(tmp_path, n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
     assert sorted(results["snapshots"]) == [f"{a}_seed-0@{s}" for a in ("a2c", "task1", "task2") for s in (0, 400)]
-    assert (results["n_rollouts"], results["n_stages"]) == (1, 2)  # how to measure it again
+    # how to measure it again
+    assert [results[k] for k in ("n_rollouts", "n_stages", "burn_in_steps", "gap_steps")] == [1, 2, 10, 5]
     task1 = results["snapshots"]["task1_seed-0@400"]
     assert task1["estimator_variance"]["n_states"] == 20  # one rollout of 4 envs x 5 steps
     assert task1["task_gradient_agreement"]["float64"]["relative_difference"] < 1e-10
@@ -138,7 +165,60 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     # task1 and task2 of one seed start from the same weights and, at step 0, the same evaluation
     histories = load_histories(tmp_path)
     assert history_divergence(histories["task1_seed-0"], histories["task2_seed-0"])["last_identical_step"] == 400
+    regime = results["optimizer_regime"]["task1_seed-0"]  # from the newest checkpoint, at the end of the budget
+    assert regime["step"] == 400 and set(regime["groups"]) == {"encoder", "policy_head", "critic_head"}
+    assert sorted(results["optimizer_regime"]) == ["a2c_seed-0", "task1_seed-0", "task2_seed-0"]
     json.dumps(results)  # the command writes it as JSON
+
+
+def test_collect_batch_burns_in_and_leaves_gaps_between_rollouts() -> None:
+    config = TrainConfig(algo="task1", env_id="CartPole-v1", n_envs=2)
+    torch.manual_seed(4)
+    model = build_model((4,), 2, "task1", hidden_size=8)
+    states = config.n_steps * config.n_envs  # per rollout
+
+    def rollout(batch: Batch, k: int) -> tuple[torch.Tensor, ...]:
+        part = slice(k * states, (k + 1) * states)
+        return batch.obs[part], batch.actions[part], batch.returns[part]
+
+    # The same play recorded from the reset states on, rollout after rollout
+    stream = collect_batch(model, config, n_rollouts=5, seed=3, burn_in_steps=0, gap_steps=0)
+    # 6 steps round up to 2 rollouts of 5 steps, 1 step to 1 rollout: the stream's rollouts 2 and 4
+    batch = collect_batch(model, config, n_rollouts=2, seed=3, burn_in_steps=6, gap_steps=1)
+    assert len(batch.obs) == 2 * states
+    for recorded, played in ((0, 2), (1, 4)):
+        assert all(torch.equal(a, b) for a, b in zip(rollout(batch, recorded), rollout(stream, played), strict=True))
+    assert not torch.equal(batch.obs[:config.n_envs], stream.obs[:config.n_envs])  # not the reset states
+
+
+def test_stages_are_steps_every_run_has_then_each_runs_last(tmp_path) -> None:
+    million = 1_000_000
+    lengths = {"a2c_seed-0": [*range(0, 8 * million, million), 7_200_000],  # stopped at 7.2M
+               "task1_seed-0": list(range(0, 11 * million, million))}  # 10M
+    for run, steps in lengths.items():
+        (tmp_path / run / "snapshots").mkdir(parents=True)
+        for step in steps:
+            (tmp_path / run / "snapshots" / snapshot_name(step)).touch()
+    (tmp_path / "figures").mkdir()  # not a run: no snapshots
+
+    def stages(n_stages: int) -> dict[str, list[float]]:
+        chosen = shared_stage_snapshots(sorted(tmp_path.iterdir()), n_stages)
+        return {run_dir.name: [int(path.name[6:18]) / million for path in paths] for run_dir, paths in chosen.items()}
+
+    # shared: 0, 1M, ..., 7M; three of them spread evenly, then each run's last
+    assert stages(4) == {"a2c_seed-0": [0, 4, 7, 7.2], "task1_seed-0": [0, 4, 7, 10]}
+    assert stages(2) == {"a2c_seed-0": [0, 7.2], "task1_seed-0": [0, 10]}
+    assert stages(1) == {"a2c_seed-0": [7.2], "task1_seed-0": [10]}
+    assert stages(20) == {"a2c_seed-0": [*range(8), 7.2], "task1_seed-0": [*range(8), 10]}
+    (tmp_path / "task2_seed-0" / "snapshots").mkdir(parents=True)
+    for step in (0, million, 2 * million):
+        (tmp_path / "task2_seed-0" / "snapshots" / snapshot_name(step)).touch()
+    # shared: 0, 1M, 2M; task2's last is one of them and is measured once
+    assert stages(3) == {"a2c_seed-0": [0, 2, 7.2], "task1_seed-0": [0, 2, 10], "task2_seed-0": [0, 2]}
+    (tmp_path / "task2_seed-0" / "snapshots" / snapshot_name(0)).unlink()
+    for step in (million, 2 * million):  # no step shared by all: each run's own evenly spaced picks
+        (tmp_path / "a2c_seed-0" / "snapshots" / snapshot_name(step)).unlink()
+    assert stages(3) == {"a2c_seed-0": [0, 5, 7.2], "task1_seed-0": [0, 5, 10], "task2_seed-0": [1, 2]}
 
 
 def test_analyze_command_refuses_bad_counts_and_runs_without_snapshots(tmp_path, capsys) -> None:
@@ -166,3 +246,20 @@ def test_loss_term_gradients_scale_with_their_coefficients(algo: str) -> None:
                                                                   ent_coef=0.0))
     assert math.isclose(doubled["actor"]["policy_head"], 2 * base["actor"]["policy_head"], rel_tol=1e-5)
     assert doubled["entropy"]["encoder"] == 0.0 and doubled["critic"] == base["critic"]
+
+
+def test_optimizer_regime_counts_parameters_below_epsilon() -> None:
+    model = build_model((4,), 3, "task1", hidden_size=8)
+    optimizer = RMSpropTFLike(model.parameters(), lr=1e-3, eps=1e-5)
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    optimizer.step()
+    for name, p in model.named_parameters():
+        optimizer.state[p]["square_avg"].fill_(1e-6 if name.startswith("policy_head.") else 4.0)
+    optimizer.state[model.policy_head.bias]["square_avg"][0] = 1.0  # one of the head's parameters above eps
+    regime = optimizer_regime(model, optimizer.state_dict(), eps=1e-5)
+    head = regime["groups"]["policy_head"]
+    assert head["n_parameters"] == 8 * 3 + 3
+    assert head["below_eps_share"] == pytest.approx(26 / 27) and head["median_rms"] == pytest.approx(1e-3)
+    assert regime["groups"]["encoder"]["below_eps_share"] == 0.0 and regime["groups"]["encoder"]["median_rms"] == 2.0
+    assert regime["eps"] == 1e-5
