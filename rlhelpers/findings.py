@@ -6,18 +6,21 @@ text can name them instead of typing numbers by hand:
 - per algorithm (``a2c``, ``task1``, ``task2``), one entry per seed: ``<algo>_leave`` (the step from
   which every later evaluation exceeds -20), ``<algo>_pass`` (the first evaluation above the target),
   ``<algo>_last`` and ``<algo>_best`` (mean ± standard error);
-- the task1/task2 pairs: ``task_pair_identical_until`` per seed, ``task_pair_gap`` and, for scale,
-  ``seed_pair_gap`` (mean absolute gap between two runs' mean returns after they part);
-- from the gradient measurements (ranges over snapshots): ``agreement_f32_min_cosine``,
-  ``agreement_f32_max_rel``, ``agreement_f64_max_rel``, ``variance_ratio`` (sampled over all-action
-  batch variance), ``snr_all_action``, ``snr_sampled``, ``snr_a2c`` (batch of 80),
-  ``head_actor_a2c_over_task1`` (a2c's weighted actor-term gradient on the policy head over task1's,
-  at matching steps after step 0), ``encoder_critic_over_actor_<algo>``, ``head_entropy_over_actor_<algo>``
-  (the entropy term's gradient on the policy head over the actor term's), ``advantage_rms_<algo>`` (the
-  advantage the actor follows), ``critic_error_over_advantage_<algo>`` (for the Q critics: their error
-  against the n-step returns over their spread across the actions) and ``bf16_min_cosine``; the
-  encoder, entropy and advantage figures leave out step 0, the untrained initialisation; and
-  ``measured_states`` (states per snapshot) and ``batch_states`` (the batch the variances are given for);
+- the task1/task2 pairs: ``task_pair_identical_until`` per seed, ``task_pair_gap`` (mean absolute gap
+  between their mean returns after they part), for scale ``seed_pair_gap`` (the same between two seeds
+  of one algorithm, at the same evaluation steps) and ``gap_sem`` (the typical standard error of one gap);
+- from the gradient measurements (ranges over snapshots, ``gradient_values`` holding the values):
+  ``agreement_f32_min_cosine``, ``agreement_f32_max_rel``, ``agreement_f64_max_rel``, ``variance_ratio``
+  (sampled over all-action batch variance), ``snr_all_action``, ``snr_sampled``, ``snr_a2c`` (batch of
+  80), ``encoder_critic_over_actor_<algo>``, ``head_entropy_over_actor_<algo>`` (the entropy term's
+  gradient on the policy head over the actor term's), ``advantage_rms_<algo>`` (the advantage the actor
+  follows), ``critic_error_over_advantage_<algo>`` (for the Q critics: their error against the n-step
+  returns over their spread across the actions), ``head_actor_a2c_over_task1`` (a2c's weighted actor-term
+  gradient on the policy head over task1's, same seed and step), ``eps_share_policy_head_<algo>`` (the
+  share of the policy head's parameters whose RMSprop mean square lies below epsilon at the run's last
+  checkpoint) and ``bf16_min_cosine``; all but the agreement and bf16 figures leave out step 0, the
+  untrained initialisation; and ``measured_states`` (states per snapshot) and ``batch_states`` (the
+  batch the variances are given for);
 - each algorithm's loss coefficients: ``pg_coef_<algo>``, ``ent_coef_<algo>``, ``lr_<algo>``.
 
 A figure with no data behind it yet reads ``n/a``.
@@ -82,57 +85,92 @@ def learning_figures(rows: list[RunSummary]) -> dict[str, str]:
 
 
 def divergence_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Where task1 and task2 of one seed part, and how far apart they drift, beside two seeds of one algorithm."""
+    """Where task1 and task2 of one seed part and how far apart they drift, beside two seeds of one algorithm
+    at the same evaluation steps, and the typical standard error of one such gap."""
     divergence = {(a, b): history_divergence(histories[a], histories[b])
                   for a, b in (*TASK_PAIRS, *SEED_PAIRS) if a in histories and b in histories}
+    task_steps = {step for pair in TASK_PAIRS if pair in divergence for step in divergence[pair]["mean_gap"]}
 
-    def mean_gap(pairs: tuple[tuple[str, str], ...]) -> str:
-        gaps = [gap for pair in pairs if pair in divergence for gap in divergence[pair]["mean_gap"].values()]
-        return f"{np.mean(gaps):.1f}" if gaps else MISSING
+    def mean_over_task_steps(pairs: tuple[tuple[str, str], ...], key: str, fmt: str) -> str:
+        values = [value for pair in pairs if pair in divergence
+                  for step, value in divergence[pair][key].items() if step in task_steps]
+        return format(np.mean(values), fmt) if values else MISSING
 
     parted = [f"{_millions(divergence[pair]['last_identical_step'], 'never identical')} "
               f"(seed {_algo_and_seed(pair[0])[1]})" for pair in TASK_PAIRS if pair in divergence]
     return {"task_pair_identical_until": "; ".join(parted) or MISSING,
-            "task_pair_gap": mean_gap(TASK_PAIRS), "seed_pair_gap": mean_gap(SEED_PAIRS)}
+            "task_pair_gap": mean_over_task_steps(TASK_PAIRS, "mean_gap", ".1f"),
+            "seed_pair_gap": mean_over_task_steps(SEED_PAIRS, "mean_gap", ".1f"),
+            "gap_sem": mean_over_task_steps(TASK_PAIRS, "gap_sem", ".1f")}
+
+
+def gradient_values(results: dict[str, Any] | None) -> dict[str, list[float]]:
+    """The measured values behind each gradient figure, one per snapshot. All but the bf16 and the
+    task1/task2 agreement leave out step 0, the untrained initialisation that every run shares."""
+    snapshots = list((results or {}).get("snapshots", {}).values())
+    trained = [s for s in snapshots if s["step"] > 0]
+    agreement = [s["task_gradient_agreement"] for s in snapshots if "task_gradient_agreement" in s]
+    variance = [s["estimator_variance"] for s in trained if "estimator_variance" in s]
+    values = {
+        "agreement_f32_cosine": [a["float32"]["cosine"] for a in agreement],
+        "agreement_f32_rel": [a["float32"]["relative_difference"] for a in agreement],
+        "agreement_f64_rel": [a["float64"]["relative_difference"] for a in agreement],
+        "variance_ratio": [v["sampled_over_all_action_batch"] for v in variance],
+        "snr_all_action": [v["batch_signal_to_noise"]["all_action"] for v in variance],
+        "snr_sampled": [v["batch_signal_to_noise"]["sampled"] for v in variance],
+        "snr_a2c": [s["a2c_estimator_variance"]["batch_signal_to_noise"]["sampled"]
+                    for s in trained if "a2c_estimator_variance" in s],
+        "bf16_cosine": [s["bf16_agreement"]["cosine"] for s in snapshots],
+        "measured_states": [v["n_states"] for v in variance],
+        "batch_states": [v["batch"]["size"] for v in variance],
+        "head_actor_a2c_over_task1": _head_actor_ratios(trained),
+    }
+    for algo in ALGOS:
+        own = [s for s in trained if _algo_and_seed(s["run"])[0] == algo]
+        terms = [s["loss_term_gradients"] for s in own if "loss_term_gradients" in s]
+        scales = [s["advantage_scale"] for s in own if "advantage_scale" in s]
+        values[f"encoder_critic_over_actor_{algo}"] = [t["critic"]["encoder"] / t["actor"]["encoder"]
+                                                       for t in terms if t["actor"]["encoder"] > 0]
+        values[f"head_entropy_over_actor_{algo}"] = [t["entropy"]["policy_head"] / t["actor"]["policy_head"]
+                                                     for t in terms if t["actor"]["policy_head"] > 0]
+        values[f"advantage_rms_{algo}"] = [a["advantage_rms"] for a in scales]
+        values[f"critic_error_over_advantage_{algo}"] = [] if algo == "a2c" else [
+            a["critic_rms_error"] / a["advantage_rms"] for a in scales if a["advantage_rms"] > 0]
+        values[f"eps_share_policy_head_{algo}"] = [
+            regime["groups"]["policy_head"]["below_eps_share"]
+            for run, regime in (results or {}).get("optimizer_regime", {}).items() if _algo_and_seed(run)[0] == algo]
+    return values
+
+
+def _head_actor_ratios(trained: list[dict[str, Any]]) -> list[float]:
+    """a2c's weighted actor-term gradient norm on the policy head over task1's, same seed and step."""
+    head_actor = {(*_algo_and_seed(s["run"]), s["step"]): s["loss_term_gradients"]["actor"]["policy_head"]
+                  for s in trained if "loss_term_gradients" in s}
+    return [value / head_actor[("task1", seed, step)] for (algo, seed, step), value in head_actor.items()
+            if algo == "a2c" and head_actor.get(("task1", seed, step))]
+
+
+# How each gradient figure is formatted: a range of values, or one extreme.
+SPAN_FORMATS = {"variance_ratio": ".0f", "snr_all_action": ".0f", "snr_sampled": ".1f", "snr_a2c": ".2f",
+                "head_actor_a2c_over_task1": ".0f",
+                **{f"{name}_{algo}": fmt for algo in ALGOS for name, fmt in (
+                    ("encoder_critic_over_actor", ".0f"), ("head_entropy_over_actor", ".2g"),
+                    ("advantage_rms", ".3f"), ("critic_error_over_advantage", ".0f"),
+                    ("eps_share_policy_head", ".0%"))}}
 
 
 def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
-    """Ranges over the measured snapshots of the gradient facts (see ``rlhelpers.analysis``)."""
-    snapshots = list((results or {}).get("snapshots", {}).values())
-    agreement = [s["task_gradient_agreement"] for s in snapshots if "task_gradient_agreement" in s]
-    variance = [s["estimator_variance"] for s in snapshots if "estimator_variance" in s]
-    a2c = [s["a2c_estimator_variance"] for s in snapshots if "a2c_estimator_variance" in s]
-    head_actor = {(*_algo_and_seed(s["run"]), s["step"]):
-                  s["loss_term_gradients"]["actor"]["policy_head"] for s in snapshots if "loss_term_gradients" in s}
-    head_ratio = [value / head_actor[("task1", seed, step)] for (algo, seed, step), value in head_actor.items()
-                  if algo == "a2c" and step > 0 and head_actor.get(("task1", seed, step))]
-    figures = {
-        "agreement_f32_min_cosine": _one(min((a["float32"]["cosine"] for a in agreement), default=None), ".9f"),
-        "agreement_f32_max_rel": _one(max((a["float32"]["relative_difference"] for a in agreement), default=None),
-                                      ".1e"),
-        "agreement_f64_max_rel": _one(max((a["float64"]["relative_difference"] for a in agreement), default=None),
-                                      ".1e"),
-        "variance_ratio": _span([v["sampled_over_all_action_batch"] for v in variance], ".0f"),
-        "snr_all_action": _span([v["batch_signal_to_noise"]["all_action"] for v in variance], ".0f"),
-        "snr_sampled": _span([v["batch_signal_to_noise"]["sampled"] for v in variance], ".1f"),
-        "snr_a2c": _span([v["batch_signal_to_noise"]["sampled"] for v in a2c], ".2f"),
-        "head_actor_a2c_over_task1": _span(head_ratio, ".0f"),
-        "bf16_min_cosine": _one(min((s["bf16_agreement"]["cosine"] for s in snapshots), default=None), ".4f"),
-        "measured_states": str(variance[0]["n_states"]) if variance else MISSING,
-        "batch_states": str(variance[0]["batch"]["size"]) if variance else MISSING,
-    }
-    for algo in ALGOS:
-        trained = [s for s in snapshots if _algo_and_seed(s["run"])[0] == algo and s["step"] > 0]
-        terms = [s["loss_term_gradients"] for s in trained if "loss_term_gradients" in s]
-        scales = [s["advantage_scale"] for s in trained if "advantage_scale" in s]
-        figures[f"encoder_critic_over_actor_{algo}"] = _span(
-            [t["critic"]["encoder"] / t["actor"]["encoder"] for t in terms if t["actor"]["encoder"] > 0], ".0f")
-        figures[f"head_entropy_over_actor_{algo}"] = _span(
-            [t["entropy"]["policy_head"] / t["actor"]["policy_head"] for t in terms if t["actor"]["policy_head"] > 0],
-            ".2f")
-        figures[f"advantage_rms_{algo}"] = _span([a["advantage_rms"] for a in scales], ".3f")
-        figures[f"critic_error_over_advantage_{algo}"] = MISSING if algo == "a2c" else _span(
-            [a["critic_rms_error"] / a["advantage_rms"] for a in scales if a["advantage_rms"] > 0], ".0f")
+    """Ranges (or extremes) over the measured snapshots of the gradient facts (see ``rlhelpers.analysis``)."""
+    values = gradient_values(results)
+    figures = {name: _span(values[name], fmt) for name, fmt in SPAN_FORMATS.items()}
+    figures.update(
+        agreement_f32_min_cosine=_one(min(values["agreement_f32_cosine"], default=None), ".9f"),
+        agreement_f32_max_rel=_one(max(values["agreement_f32_rel"], default=None), ".1e"),
+        agreement_f64_max_rel=_one(max(values["agreement_f64_rel"], default=None), ".1e"),
+        bf16_min_cosine=_one(min(values["bf16_cosine"], default=None), ".4f"),
+        measured_states=_one(max(values["measured_states"], default=None), "d"),
+        batch_states=_one(max(values["batch_states"], default=None), "d"),
+    )
     return figures
 
 

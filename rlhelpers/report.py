@@ -393,16 +393,20 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
     variance = []
     for key, entry in task.items():
         v = entry["estimator_variance"]
-        variance.append([key, "all-action ∇Σπ·sg[Q]", "0 (given s)", _g(v["batch"]["all_action"]), "1",
-                         _g(v["signal_sq_norm"]), _g(v["batch_signal_to_noise"]["all_action"])])
+        per_sample = v.get("per_sample", {})
+        variance.append([key, "all-action ∇Σπ·sg[Q]", "0", _g(per_sample.get("all_action")),
+                         _g(v["batch"]["all_action"]), "1", _g(v["signal_sq_norm"]),
+                         _g(v["batch_signal_to_noise"]["all_action"])])
         variance.append([key, "sampled ∇log π(a)·sg[Q(a)−Ṽ], a~π", _g(v["per_state"]["sampled"]),
-                         _g(v["batch"]["sampled"]), _g(v["sampled_over_all_action_batch"]), "same",
-                         _g(v["batch_signal_to_noise"]["sampled"])])
+                         _g(per_sample.get("sampled")), _g(v["batch"]["sampled"]),
+                         _g(v["sampled_over_all_action_batch"]), "same", _g(v["batch_signal_to_noise"]["sampled"])])
     for key, entry in a2c.items():
         v = entry["a2c_estimator_variance"]
-        variance.append([key, "a2c A_t ∇log π(a_t), n-step A_t", f"{_g(v['per_sample'])} (per sample)",
-                         _g(v["batch"]["sampled"]), "", _g(v["signal_sq_norm"]),
-                         _g(v["batch_signal_to_noise"]["sampled"])])
+        variance.append([key, "a2c A_t ∇log π(a_t), n-step A_t", "", _g(v["per_sample"]), _g(v["batch"]["sampled"]),
+                         "", _g(v["signal_sq_norm"]), _g(v["batch_signal_to_noise"]["sampled"])])
+    regimes = [[run, f"{r['step']:,}", group, f"{g['n_parameters']:,}", f"{g['below_eps_share']:.1%}",
+                _g(g["median_rms"])]
+               for run, r in results.get("optimizer_regime", {}).items() for group, g in r["groups"].items()]
     terms = [[key, *(_g(entry["loss_term_gradients"][term][group]) for group, term in TERM_COLUMNS)]
              for key, entry in snapshots.items() if "loss_term_gradients" in entry]
     bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
@@ -413,16 +417,18 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
     command = f"python -m rlhelpers analyze --rollouts {results['n_rollouts']}"
     if "n_stages" in results:
         command += f" --stages {results['n_stages']}"
+    play = (f", after {results['burn_in_steps']:,} unrecorded steps per env and {results['gap_steps']:,} apart"
+            if "burn_in_steps" in results else "")
     return "\n\n".join([
-        f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy, measured "
-        f"by `{command}`. Actor parameters: the encoder and the policy head.",
+        f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy{play}, "
+        f"measured by `{command}`. Actor parameters: the encoder and the policy head.",
         _table("task1 against task2 actor gradients (same states, same weights)",
                ["snapshot", "states", "float32 cosine", "float32 rel. difference", "float64 cosine",
                 "float64 rel. difference"], agreement),
         _table("Variance of the actor's gradient estimators (trace of the covariance; a batch of 80 states "
                "treated as independent)",
-               ["snapshot", "estimator", "per state", "batch of 80", "batch: sampled / all-action", "‖E g‖²",
-                "signal / noise, batch of 80"],
+               ["snapshot", "estimator", "per state (over actions)", "per sample", "batch of 80",
+                "batch: sampled / all-action", "‖E g‖²", "signal / noise, batch of 80"],
                variance)
         + "\n\n‖E g‖² is estimated without bias, as |mean g|² minus the variance of that mean over the states "
           "measured; a negative value means the mean gradient is smaller than this measurement's own noise.",
@@ -434,6 +440,9 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
         *([_table("The advantage the actor follows, and the critic's error against its n-step targets R_t "
                   "(root mean square over the states)",
                   ["snapshot", "advantage", "advantage RMS", "critic RMS error"], scale)] if scale else []),
+        *([_table("RMSprop's regime at each run's last checkpoint: the step is lr·g/√(v+ε); where the running "
+                  "mean square v is below ε it is plain gradient descent at rate lr/√ε, proportional to the gradient",
+                  ["run", "step", "parameters", "count", "v < ε", "median √v"], regimes)] if regimes else []),
     ])
 
 
