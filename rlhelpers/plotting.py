@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from rlhelpers.checkpoint import HISTORY_FILE
 from rlhelpers.config import ALGOS
+from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import mean_and_sem, mean_return, stopped_early
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 
@@ -101,8 +102,13 @@ def algo_curve(records: list[dict[str, Any]]) -> AlgoCurve:
 def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tuple[Figure, list[str]]:
     """One axes, one curve per algorithm (mean over seeds and episodes, +/- 1 standard-error band) and a
     thin line per seed; seeds that stopped early are held and marked. Returns the figure and the
-    report's runs that are missing. Saves a PNG to ``out`` when given."""
+    report's runs that are missing. Saves a PNG to ``out`` when given. Runs of several environments in
+    one directory are refused: their returns cannot be averaged into one curve."""
     histories = load_histories(runs_dir)
+    envs = sorted({r.get("config", {}).get("env_id", "unknown") for r in histories.values()})
+    if len(envs) > 1:
+        raise RLHelpersError(f"{runs_dir} holds runs of several environments ({', '.join(envs)}); "
+                             "plot each environment's runs from a runs directory of its own")
     fig, ax = plt.subplots(figsize=(8, 5.6))
     any_stopped = False
     for algo in ALGOS:

@@ -5,7 +5,9 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
 from rlhelpers.plotting import (
     DIAGNOSTICS,
@@ -132,3 +134,13 @@ def test_figures_go_beside_other_runs_and_to_figures_for_the_committed_ones(tmp_
     assert (tmp_path / "my_runs" / "figures" / "comparison.png").exists() and not (tmp_path / "figures").exists()
     assert main(["plot", "--runs-dir", "my_runs", "--out", "plot.txt"]) == 2
     assert capsys.readouterr().err.strip().endswith("--out plot.txt: name the plot's file .png, .pdf or .svg")
+
+
+def test_runs_of_several_environments_are_not_pooled(tmp_path) -> None:
+    for seed, env_id in ((0, "PongNoFrameskip-v4"), (100, "CartPole-v1")):
+        rec = record("a2c", seed, points([-20.0, 10.0]))
+        rec["config"]["env_id"] = env_id
+        (tmp_path / rec["run_name"]).mkdir()
+        (tmp_path / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
+    with pytest.raises(RLHelpersError, match=r"several environments \(CartPole-v1, PongNoFrameskip-v4\)"):
+        plot_comparison(tmp_path)
