@@ -348,8 +348,8 @@ AGENT_GIF = "agent.gif"
 
 def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
                      recompute: bool = False) -> dict[str, Any] | None:
-    """The gradient facts: measured anew on the runs' snapshots and saved when ``recompute`` is set (a
-    half an hour on a CPU for the report.s runs), else the saved JSON; None when there is neither.
+    """The gradient facts: measured anew on the runs' snapshots and saved when ``recompute`` is set
+    (about half an hour on a CPU for the report's runs), else the saved JSON; None when there is neither.
     ``path`` defaults to ``analysis.json`` in the runs' ``figures_dir``."""
     from rlhelpers.analysis import SNAPSHOT_GLOB, analyze_runs
 
