@@ -383,7 +383,8 @@ TERM_COLUMNS = (("policy_head", "actor"), ("policy_head", "entropy"), ("encoder"
 def analysis_markdown(results: dict[str, Any] | None) -> str:
     """The measured facts as Markdown tables, straight from the results of ``analysis_results``."""
     if not results:
-        return "_No gradient measurements yet: they need the runs' snapshots (`python -m rlhelpers analyze`)._"
+        return ("_No gradient measurements yet for these runs: once they have snapshots, set "
+                "`recompute_analysis = True` or run `python -m rlhelpers analyze --runs-dir <runs_dir>`._")
     snapshots = results["snapshots"]
     task = {k: v for k, v in snapshots.items() if "task_gradient_agreement" in v}
     a2c = {k: v for k, v in snapshots.items() if "a2c_estimator_variance" in v}
