@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -302,7 +301,6 @@ def optimizer_regime(model: ActorCritic, optimizer_state: dict[str, Any], eps: f
 # ---------------------------------------------------------------- the command: every run's snapshots
 
 SNAPSHOT_GLOB = "snapshots/model-*.pt"
-SNAPSHOT_PATTERN = re.compile(r"^model-(\d{12})\.pt$")  # rlhelpers.checkpoint.snapshot_name
 
 
 def _evenly_spaced(items: list[Any], n: int) -> list[Any]:
@@ -313,16 +311,10 @@ def _evenly_spaced(items: list[Any], n: int) -> list[Any]:
     return [items[i] for i in sorted(set(picks.tolist()))]
 
 
-def snapshot_steps(run_dir: Path) -> dict[int, Path]:
-    """A run's snapshots by step, read from their names ``snapshots/model-<step, 12 digits>.pt``."""
-    return {int(match.group(1)): path for path in run_dir.glob(SNAPSHOT_GLOB)
-            if (match := SNAPSHOT_PATTERN.match(path.name))}
-
-
 def stage_snapshots(run_dir: Path, n_stages: int = 3) -> list[Path]:
     """Snapshots spread over training: the first, the last, and evenly spaced ones between (only the
     last for a single stage)."""
-    snapshots = sorted(run_dir.glob(SNAPSHOT_GLOB))
+    snapshots = [path for _, path in RunDirectory(run_dir).snapshots()]
     return snapshots[-1:] if n_stages == 1 else _evenly_spaced(snapshots, n_stages)
 
 
@@ -331,7 +323,7 @@ def shared_stage_snapshots(run_dirs: list[Path], n_stages: int) -> dict[Path, li
     evenly (first to last) over the snapshot steps that every such run has, so that runs can be compared
     at one step, then the run's own last snapshot (a step once only; only the last for a single stage).
     Runs that share no step get their own ``stage_snapshots`` instead."""
-    steps = {run_dir: found for run_dir in run_dirs if (found := snapshot_steps(run_dir))}
+    steps = {run_dir: dict(found) for run_dir in run_dirs if (found := RunDirectory(run_dir).snapshots())}
     shared = sorted(set.intersection(*(set(found) for found in steps.values()))) if steps else []
     if not shared:
         return {run_dir: stage_snapshots(run_dir, n_stages) for run_dir in steps}

@@ -43,6 +43,7 @@ from rlhelpers.errors import RLHelpersError
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
 HISTORY_FILE = "eval_history.json"
 SNAPSHOT_DIR = "snapshots"
+SNAPSHOT_PATTERN = re.compile(r"^model-(\d{12})\.pt$")
 # Temporary files of _write_durably (checkpoints, history), MetricsLog and RunLock (owner.json.<pid>.tmp).
 STALE_TMP_PATTERN = re.compile(
     r"^(checkpoint-\d{12}\.pt|eval_history\.json|metrics\.jsonl|owner\.json\.\d+)\.tmp$")
@@ -178,6 +179,14 @@ class RunDirectory:
             if match:
                 found.append((int(match.group(1)), entry))
         return sorted(found, reverse=True)
+
+    def snapshots(self) -> list[tuple[int, Path]]:
+        """(step, path) of every model snapshot present, oldest first."""
+        folder = self.path / SNAPSHOT_DIR
+        if not folder.is_dir():
+            return []
+        return sorted((int(match.group(1)), entry) for entry in folder.iterdir()
+                      if (match := SNAPSHOT_PATTERN.match(entry.name)))
 
     def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> Path:
         """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""

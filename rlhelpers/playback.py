@@ -19,7 +19,7 @@ import torch
 from PIL import Image, ImageDraw
 from tqdm import tqdm
 
-from rlhelpers.checkpoint import SNAPSHOT_DIR, RunDirectory
+from rlhelpers.checkpoint import RunDirectory
 from rlhelpers.config import TrainConfig
 from rlhelpers.envs import make_vec_env
 from rlhelpers.errors import RLHelpersError
@@ -35,10 +35,10 @@ REPLAY_SEED_OFFSET = 2**30 + 2**29  # far above the report runs' training and ev
 def export_policy(run_dir: str | Path) -> Path:
     """Write the run's newest snapshot as ``policy.pt``: the model weights in float16."""
     run = RunDirectory(run_dir)
-    snapshots = sorted((run.path / SNAPSHOT_DIR).glob("model-*.pt"))
+    snapshots = run.snapshots()
     if not snapshots:
         raise RLHelpersError(f"{run.path} has no model snapshot to export; train the run first")
-    snapshot = torch.load(snapshots[-1], map_location="cpu", weights_only=True)
+    snapshot = torch.load(snapshots[-1][1], map_location="cpu", weights_only=True)
     snapshot["model"] = {name: value.half() if value.is_floating_point() else value
                          for name, value in snapshot["model"].items()}
     snapshot["config"] = TrainConfig.from_dict(snapshot["config"]).to_dict()
