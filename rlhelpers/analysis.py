@@ -347,8 +347,10 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
                              "and are not committed")
     results: dict[str, Any] = {"method": __doc__, "n_rollouts": n_rollouts, "n_stages": n_stages, "env_seed": seed,
                                "burn_in_steps": burn_in_steps, "gap_steps": gap_steps, "snapshots": {}}
+    newest: dict[Path, tuple[ActorCritic, TrainConfig]] = {}  # each run's last measured snapshot
     for run_dir, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
         model, config, step = load_snapshot(path)
+        newest[run_dir] = model, config
         batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
         entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision}
         if config.algo == "a2c":
@@ -361,10 +363,9 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
         entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
         results["snapshots"][f"{run_dir.name}@{step}"] = entry
     regimes = {}
-    for run_dir, paths in stages.items():
+    for run_dir, (model, config) in newest.items():
         state = RunDirectory(run_dir).load_latest_checkpoint()
         if state is not None:
-            model, config, _ = load_snapshot(paths[-1])
             regimes[run_dir.name] = {"step": int(state["num_timesteps"]),
                                      **optimizer_regime(model, state["optimizer"], config.rms_eps)}
     results["optimizer_regime"] = regimes
