@@ -394,12 +394,11 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
     variance = []
     for key, entry in task.items():
         v = entry["estimator_variance"]
-        per_sample = v.get("per_sample", {})
-        variance.append([key, "all-action ∇Σπ·sg[Q]", "0", _g(per_sample.get("all_action")),
+        variance.append([key, "all-action ∇Σπ·sg[Q]", "0", _g(v["per_sample"]["all_action"]),
                          _g(v["batch"]["all_action"]), "1", _g(v["signal_sq_norm"]),
                          _g(v["batch_signal_to_noise"]["all_action"])])
         variance.append([key, "sampled ∇log π(a)·sg[Q(a)−Ṽ], a~π", _g(v["per_state"]["sampled"]),
-                         _g(per_sample.get("sampled")), _g(v["batch"]["sampled"]),
+                         _g(v["per_sample"]["sampled"]), _g(v["batch"]["sampled"]),
                          _g(v["sampled_over_all_action_batch"]), "same", _g(v["batch_signal_to_noise"]["sampled"])])
     for key, entry in a2c.items():
         v = entry["a2c_estimator_variance"]
@@ -407,7 +406,7 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
                          "", _g(v["signal_sq_norm"]), _g(v["batch_signal_to_noise"]["sampled"])])
     regimes = [[run, f"{r['step']:,}", group, f"{g['n_parameters']:,}", f"{g['below_eps_share']:.1%}",
                 _g(g["median_rms"])]
-               for run, r in results.get("optimizer_regime", {}).items() for group, g in r["groups"].items()]
+               for run, r in results["optimizer_regime"].items() for group, g in r["groups"].items()]
     terms = [[key, *(_g(entry["loss_term_gradients"][term][group]) for group, term in TERM_COLUMNS)]
              for key, entry in snapshots.items() if "loss_term_gradients" in entry]
     bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
@@ -415,14 +414,11 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
     scale = [[key, "Q(s,a) − Ṽ(s), π-weighted" if key in task else "A_t = R_t − V(s_t)",
               _g(e["advantage_scale"]["advantage_rms"]), _g(e["advantage_scale"]["critic_rms_error"])]
              for key, e in snapshots.items() if "advantage_scale" in e]
-    command = f"python -m rlhelpers analyze --rollouts {results['n_rollouts']}"
-    if "n_stages" in results:
-        command += f" --stages {results['n_stages']}"
-    play = (f", after {results['burn_in_steps']:,} unrecorded steps per env and {results['gap_steps']:,} apart"
-            if "burn_in_steps" in results else "")
     return "\n\n".join([
-        f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy{play}, "
-        f"measured by `{command}`. Actor parameters: the encoder and the policy head.",
+        f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy, after "
+        f"{results['burn_in_steps']:,} unrecorded steps per env and {results['gap_steps']:,} apart, measured by "
+        f"`python -m rlhelpers analyze --rollouts {results['n_rollouts']} --stages {results['n_stages']}`. "
+        "Actor parameters: the encoder and the policy head.",
         _table("task1 against task2 actor gradients (same states, same weights)",
                ["snapshot", "states", "float32 cosine", "float32 rel. difference", "float64 cosine",
                 "float64 rel. difference"], agreement),
