@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.config import ALGO_DEFAULTS, ALGOS
-from rlhelpers.evaluation import mean_return, stopped_early
 from rlhelpers.findings import MISSING, discussion_figures, gradient_values, per_seed
-from rlhelpers.plotting import algo_curve, expected_runs
+from rlhelpers.plotting import algo_curve, expected_runs, held_returns
 from rlhelpers.report import (
     PLATEAU,
     PUBLISHED_A2C,
@@ -106,11 +105,7 @@ states as independent.
 
 def _held_mean(record: dict[str, Any], steps: np.ndarray) -> float:
     """One run's mean return over ``steps``, its last evaluation held after it stopped early."""
-    points = {int(p["step"]): mean_return(p) for p in record["history"]}
-    last_step, last = int(record["history"][-1]["step"]), mean_return(record["history"][-1])
-    held = stopped_early(record)
-    return float(np.mean([points[s] if s in points else last for s in map(int, steps)
-                          if s in points or (held and s > last_step)]))
+    return float(np.mean([np.mean(returns) for returns in held_returns(record, steps).values()]))
 
 
 def curve_means(

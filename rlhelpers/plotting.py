@@ -4,6 +4,7 @@ the training diagnostics, and where a runs directory's figures go."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,13 +91,19 @@ def algo_curve(records: list[dict[str, Any]]) -> AlgoCurve:
     all_steps = sorted({int(p["step"]) for r in records for p in r["history"] if int(p["step"]) <= end})
     by_step: dict[int, list[float]] = {}
     for record in records:
-        points = {int(p["step"]): p["returns"] for p in record["history"]}
-        for step in all_steps:
-            if step in points:
-                by_step.setdefault(step, []).extend(points[step])
-            elif record["run_name"] in stopped and step > stopped[record["run_name"]]:
-                by_step.setdefault(step, []).extend(record["history"][-1]["returns"])
+        for step, returns in held_returns(record, all_steps).items():
+            by_step.setdefault(step, []).extend(returns)
     return AlgoCurve(*_pooled(by_step), stopped)
+
+
+def held_returns(record: dict[str, Any], steps: Iterable[int]) -> dict[int, list[float]]:
+    """One run's evaluation returns at each of ``steps`` that it evaluated, and, once it stopped early,
+    its last evaluation held at the later ones (its policy no longer changes)."""
+    points = {int(p["step"]): p["returns"] for p in record["history"]}
+    last = record["history"][-1]
+    held = stopped_early(record)
+    return {int(step): points[step] if step in points else last["returns"] for step in map(int, steps)
+            if step in points or (held and step > int(last["step"]))}
 
 
 def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tuple[Figure, list[str]]:
