@@ -21,7 +21,7 @@ from rlhelpers.config import ALGOS, TrainConfig, validate
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_divergence
 from rlhelpers.findings import SEED_PAIRS, TASK_PAIRS
-from rlhelpers.plotting import expected_runs, figures_dir, learning_curve, load_histories
+from rlhelpers.plotting import COMMITTED_RUNS, expected_runs, figures_dir, learning_curve, load_histories
 from rlhelpers.tracking import has_wandb_key, publish_command, resolve_wandb_mode
 
 REPORT_ONLY = "none"
@@ -72,7 +72,7 @@ def resolve_runs_dir(runs_dir: str | None) -> str:
     On Colab, Drive is mounted whenever the runs directory lies on it.
     """
     if not runs_dir:
-        runs_dir = COLAB_RUNS_DIR if on_colab() else "runs"
+        runs_dir = COLAB_RUNS_DIR if on_colab() else COMMITTED_RUNS
     if _on_drive(runs_dir):
         _colab_mount_drive()
     return str(runs_dir)
