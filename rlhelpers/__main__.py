@@ -139,12 +139,12 @@ def _analyze(args: argparse.Namespace) -> int:
     import json
 
     from rlhelpers.analysis import analyze_runs
-    from rlhelpers.plotting import figures_dir
+    from rlhelpers.plotting import ANALYSIS_JSON, figures_dir
 
     if args.rollouts < 1 or args.stages < 1:
         raise RLHelpersError("--rollouts and --stages must be positive integers")
     results = analyze_runs(args.runs_dir, args.rollouts, args.stages, show_progress=True)
-    out = Path(args.out) if args.out else figures_dir(args.runs_dir) / "analysis.json"
+    out = Path(args.out) if args.out else figures_dir(args.runs_dir) / ANALYSIS_JSON
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     print(f"wrote {out}: {len(results['snapshots'])} snapshots")
@@ -207,13 +207,14 @@ def main(argv: list[str] | None = None) -> int:
 
             publish_runs(args.runs_dir, args.mode, args.project, args.entity)
             return 0
-        from rlhelpers.plotting import figures_dir, plot_comparison
+        from rlhelpers.checkpoint import HISTORY_FILE
+        from rlhelpers.plotting import COMPARISON_PNG, figures_dir, plot_comparison
 
-        out = Path(args.out) if args.out else figures_dir(args.runs_dir) / "comparison.png"
+        out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
         if out.suffix.lower() not in PLOT_FORMATS:
             raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
-        if not any(Path(_runs_dir(args.runs_dir)).glob("*/eval_history.json")):
-            raise RLHelpersError(f"no run with an eval_history.json in {args.runs_dir}: nothing to plot")
+        if not any(Path(_runs_dir(args.runs_dir)).glob(f"*/{HISTORY_FILE}")):
+            raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot")
         _, missing = plot_comparison(args.runs_dir, out)
         print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
     except RLHelpersError as exc:

@@ -24,6 +24,11 @@ REPORT_SEEDS = (0, 100)
 # keep both visible.
 LINE_STYLES = {"a2c": "-", "task1": "--", "task2": ":"}
 COMMITTED_RUNS = "runs"
+# The report's files in a runs directory's figures_dir.
+COMPARISON_PNG = "comparison.png"
+DIAGNOSTICS_PNG = "diagnostics.png"
+ANALYSIS_JSON = "analysis.json"
+AGENT_GIF = "agent.gif"
 
 
 def figures_dir(runs_dir: str | Path) -> Path:

@@ -21,7 +21,15 @@ from rlhelpers.config import ALGOS, TrainConfig, validate
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_divergence
 from rlhelpers.findings import SEED_PAIRS, TASK_PAIRS
-from rlhelpers.plotting import COMMITTED_RUNS, expected_runs, figures_dir, learning_curve, load_histories
+from rlhelpers.plotting import (
+    AGENT_GIF,
+    ANALYSIS_JSON,
+    COMMITTED_RUNS,
+    expected_runs,
+    figures_dir,
+    learning_curve,
+    load_histories,
+)
 from rlhelpers.tracking import has_wandb_key, publish_command, resolve_wandb_mode
 
 REPORT_ONLY = "none"
@@ -341,10 +349,6 @@ def analysis_status(rows: list[RunSummary]) -> str:
 
 
 # ---------------------------------------------------------------- measured facts and the agent on screen
-
-ANALYSIS_JSON = "analysis.json"
-AGENT_GIF = "agent.gif"
-
 
 def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
                      recompute: bool = False) -> dict[str, Any] | None:
