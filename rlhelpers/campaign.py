@@ -26,7 +26,7 @@ import torch
 from rlhelpers.checkpoint import RunDirectory
 from rlhelpers.config import TrainConfig
 from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import mean_and_sem
+from rlhelpers.evaluation import history_finished, mean_and_sem, stopped_early
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runlock import RunLock
 
@@ -96,9 +96,9 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
         best_mean = max(mean_and_sem(h["returns"])[0] for h in history)
     if run.path.is_dir() and RunLock(run.path).live_owner() is not None:
         state = "running"
-    elif last_mean is not None and stop is not None and last_mean > stop:
+    elif stopped_early(record, stop):
         state = f"stopped at > {stop:g}"
-    elif history and total is not None and int(history[-1]["step"]) >= total:
+    elif history_finished(record, total, stop):
         state = "finished"
     elif history or metrics:
         state = "paused"

@@ -76,19 +76,22 @@ def evaluation_metrics(record: dict[str, Any]) -> dict[str, float]:
             "eval/mean_length": float(np.mean(record["lengths"]))}
 
 
-def stopped_early(record: dict[str, Any]) -> bool:
-    """Whether an eval_history.json record's last evaluation exceeded its ``stop_return``: the run
-    stopped there and its policy is frozen."""
-    history, stop = record.get("history") or [], record.get("config", {}).get("stop_return")
+def stopped_early(record: dict[str, Any], stop_return: float | None = None) -> bool:
+    """Whether an eval_history.json record's last evaluation exceeded ``stop_return`` (default: the
+    record's own): the run stopped there and its policy is frozen."""
+    history = record.get("history") or []
+    stop = stop_return if stop_return is not None else record.get("config", {}).get("stop_return")
     return bool(history) and stop is not None and mean_return(history[-1]) > stop
 
 
-def history_finished(record: dict[str, Any]) -> bool:
-    """Whether an eval_history.json record shows its run done by its own config: the budget is spent
-    or it stopped early."""
+def history_finished(record: dict[str, Any], total_timesteps: int | None = None,
+                     stop_return: float | None = None) -> bool:
+    """Whether an eval_history.json record shows its run done: the budget ``total_timesteps`` is spent
+    or it stopped early at ``stop_return`` (both default to the record's own config)."""
     history = record.get("history") or []
-    total = record.get("config", {}).get("total_timesteps")
-    return bool(history) and (stopped_early(record) or (total is not None and history[-1]["step"] >= total))
+    total = total_timesteps if total_timesteps is not None else record.get("config", {}).get("total_timesteps")
+    return bool(history) and (stopped_early(record, stop_return)
+                              or (total is not None and history[-1]["step"] >= total))
 
 
 def history_divergence(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
