@@ -149,6 +149,14 @@ def run_config(algo: str, **params: Any) -> TrainConfig | None:
     return validate(TrainConfig(algo=algo, **params))
 
 
+def target_return(env_id: str, stop_return: float | None) -> float:
+    """The return the table and the discussion measure the runs against: ``stop_return``, or else the
+    one runs of ``env_id`` stop at by default (18 on Atari, the reward threshold on classic control)."""
+    if stop_return is not None:
+        return float(stop_return)
+    return float(validate(TrainConfig(env_id=env_id)).stop_return)
+
+
 def wandb_run_url(entity: str | None, project: str, run_id: str) -> str | None:
     """Web address of a W&B run (None when the entity is unknown)."""
     return f"https://wandb.ai/{entity}/{project}/runs/{run_id}" if entity else None

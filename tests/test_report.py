@@ -313,6 +313,25 @@ def test_run_config_casts_papermill_floats() -> None:
     assert report.run_config("none", seed=0) is None
 
 
+def test_notebook_defaults_follow_the_environment() -> None:
+    """The parameters cell's None takes each environment's defaults: Pong's 18 would stop a CartPole run
+    at its first evaluation, where a near-uniform policy already scores about 20."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    params = next(cell.source for cell in nb.cells if "parameters" in cell.metadata.get("tags", []))
+    values: dict = {}
+    exec(params, values)
+    env_dependent = {name: values[name] for name in ("n_envs", "eval_interval", "stop_return")}
+    cartpole = report.run_config("a2c", env_id="CartPole-v1", **env_dependent)
+    assert (cartpole.n_envs, cartpole.eval_interval, cartpole.stop_return) == (8, 10_000, 475.0)
+    pong = report.run_config("a2c", **env_dependent)
+    assert (pong.n_envs, pong.eval_interval, pong.stop_return) == (16, 300_000, 18.0)
+    assert report.target_return("CartPole-v1", values["stop_return"]) == 475.0
+    assert report.target_return("PongNoFrameskip-v4", values["stop_return"]) == 18.0
+    assert report.target_return("CartPole-v1", 100) == 100.0
+    with pytest.raises(RLHelpersError, match="NoSuchEnv"):
+        report.target_return("NoSuchEnv-v0", None)
+
+
 def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
     from rlhelpers.analysis import analyze_runs
     from rlhelpers.config import TrainConfig
