@@ -19,7 +19,7 @@ import numpy as np
 
 from rlhelpers.config import ALGOS, TrainConfig, validate
 from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import history_divergence
+from rlhelpers.evaluation import history_divergence, history_finished
 from rlhelpers.findings import SEED_PAIRS, TASK_PAIRS
 from rlhelpers.plotting import (
     AGENT_GIF,
@@ -187,14 +187,10 @@ class RunSummary:
     first_above: dict[float, int | None]
     first_exceed_step: int | None
     left_plateau: int | None
+    finished: bool  # by its own config: the budget is spent or its last evaluation exceeded its stop_return
     precision: str
     wandb_run_id: str
     wandb_url: str | None
-
-    @property
-    def finished(self) -> bool:
-        """True once the run used its budget or already exceeded the target."""
-        return self.last_step >= self.total_timesteps or self.first_exceed_step is not None
 
 
 MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
@@ -253,6 +249,7 @@ def summarize_runs(runs_dir: str | Path, threshold: float = 18.0,
             first_above={level: _first_step_above(steps, means, level) for level in (*MILESTONES, threshold)},
             first_exceed_step=_first_step_above(steps, means, threshold),
             left_plateau=_first_step_staying_above(steps, means, PLATEAU),
+            finished=history_finished(record),
             precision=config.get("precision", "not recorded"),
             wandb_run_id=run_id,
             wandb_url=wandb_run_url(config.get("wandb_entity") or wandb_entity,

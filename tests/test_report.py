@@ -510,6 +510,17 @@ def _six_runs() -> list[dict]:
             _record("task1", 100, task1_100), _record("task2", 100, task1_100[:4] + [m - 0.5 for m in task1_100[4:]])]
 
 
+def test_a_run_is_finished_by_its_own_config(tmp_path: Path) -> None:
+    """Passing the report's 18 once does not finish a run that trains on to its own stop_return."""
+    record = _record("a2c", 0, [-20.5, 18.5, 17.0])
+    record["config"]["stop_return"] = 20.0
+    done = _record("a2c", 100, [-20.5, 17.0, 18.5])
+    _write_runs(tmp_path, [record, done])
+    rows = {r.run_name: r for r in report.summarize_runs(tmp_path)}
+    assert rows["a2c_seed-0"].first_exceed_step == 1_000_000 and not rows["a2c_seed-0"].finished
+    assert rows["a2c_seed-100"].finished and "a2c_seed-0" in report.incomplete_report_runs(list(rows.values()))
+
+
 def test_discussion_waits_for_all_six_runs(tmp_path: Path) -> None:
     _write_runs(tmp_path, _six_runs()[:5])
     text = discussion_markdown(report.summarize_runs(tmp_path), load_histories(tmp_path), None)
