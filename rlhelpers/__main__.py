@@ -9,9 +9,10 @@ import sys
 import typing
 from pathlib import Path
 
-from rlhelpers.config import ENV_DEPENDENT_FIELDS, TrainConfig
+from rlhelpers.config import ALGO_DEFAULTS, ATARI_DEFAULTS, CLASSIC_CONTROL_DEFAULTS, ENV_DEPENDENT_FIELDS, TrainConfig
 from rlhelpers.errors import RLHelpersError
 
+ENV_DEFAULTS = {**ATARI_DEFAULTS, **CLASSIC_CONTROL_DEFAULTS}
 RUN_FIELDS = ("algo", "seed")  # set per run by the campaign
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
@@ -36,7 +37,11 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] =
     for f in dataclasses.fields(TrainConfig):
         if f.name in skip:
             continue
-        default_text = "set by algo and env" if f.name in ENV_DEPENDENT_FIELDS else f.metadata.get("default", f.default)
+        if f.name in ENV_DEPENDENT_FIELDS:
+            by = [what for what, table in (("algo", ALGO_DEFAULTS["a2c"]), ("env", ENV_DEFAULTS)) if f.name in table]
+            default_text = "set by " + " and ".join(by)
+        else:
+            default_text = f.metadata.get("default", f.default)
         if overrides is not None:
             default_text = overrides.get(f.name, default_text)
         parser.add_argument(

@@ -33,12 +33,15 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
 from rlhelpers.errors import RLHelpersError
+from rlhelpers.metrics_log import METRICS_FILE
+from rlhelpers.runlock import LOCK_FILE
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
 HISTORY_FILE = "eval_history.json"
@@ -46,7 +49,7 @@ SNAPSHOT_DIR = "snapshots"
 SNAPSHOT_PATTERN = re.compile(r"^model-(\d{12})\.pt$")
 # Temporary files of _write_durably (checkpoints, history), MetricsLog and RunLock (owner.json.<pid>.tmp).
 STALE_TMP_PATTERN = re.compile(
-    r"^(checkpoint-\d{12}\.pt|eval_history\.json|metrics\.jsonl|owner\.json\.\d+)\.tmp$")
+    rf"^(checkpoint-\d{{12}}\.pt|{re.escape(HISTORY_FILE)}|{re.escape(METRICS_FILE)}|{re.escape(LOCK_FILE)}\.\d+)\.tmp$")
 TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S"
 
 
@@ -74,7 +77,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_durably(path: Path, write: Any) -> None:
+def _write_durably(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write through ``write(file)`` to ``path``.tmp, fsync, then rename onto ``path``.
 
     On failure the temporary file is removed and ``path`` is left as it was.

@@ -199,7 +199,7 @@ def validate(config: TrainConfig) -> TrainConfig:
     if config.wandb_mode is not None and config.wandb_mode not in WANDB_MODES:
         raise RLHelpersError(f"unknown wandb_mode {config.wandb_mode!r}: choose one of {', '.join(WANDB_MODES)}")
     if config.device != "auto" and not config.device.startswith(("cpu", "cuda", "mps")):
-        raise RLHelpersError(f"unknown device {config.device!r}: use auto, cpu or cuda")
+        raise RLHelpersError(f"unknown device {config.device!r}: use auto, cpu, cuda or mps")
     return config
 
 

@@ -2,8 +2,8 @@
 
 Both use SAME_STEP autoreset: the step that ends an episode returns the first observation of the
 next one and puts the true last observation in ``info["final_obs"]``. Every stored transition is
-therefore a real one (no dummy reset steps); the trainer cuts returns at ``done`` and bootstraps
-truncations from ``final_observations``. Rewards are the true game scores (no clipping here);
+therefore a real one (no dummy reset steps); the trainer cuts returns where an episode terminates
+and bootstraps truncations from ``final_observations``. Rewards are the true game scores (no clipping here);
 ``RecordEpisodeStatistics`` reports per-episode returns and lengths in ``info["episode"]``.
 """
 

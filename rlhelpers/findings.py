@@ -28,6 +28,7 @@ A figure with no data behind it yet reads ``n/a``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,7 +68,7 @@ def _span(values: list[float], fmt: str) -> str:
     return low if low == high else f"{low}–{high}"
 
 
-def per_seed(rows: list[RunSummary], algo: str, describe: Any) -> str:
+def per_seed(rows: list[RunSummary], algo: str, describe: Callable[[RunSummary], str]) -> str:
     """``describe(row)`` of each of ``algo``'s runs, as ``"<description> (seed <seed>); ..."``, or ``n/a``."""
     runs = [r for r in rows if r.run_name.startswith(f"{algo}_seed-")]
     return "; ".join(f"{describe(r)} (seed {_algo_and_seed(r.run_name)[1]})" for r in runs) or MISSING

@@ -114,7 +114,7 @@ def held_returns(record: dict[str, Any], steps: Iterable[int]) -> dict[int, list
 def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tuple[Figure, list[str]]:
     """One axes, one curve per algorithm (mean over seeds and episodes, +/- 1 standard-error band) and a
     thin line per seed; seeds that stopped early are held and marked. Returns the figure and the
-    report's runs that are missing. Saves a PNG to ``out`` when given. Runs of several environments in
+    report's runs that are missing. Saves it to ``out`` (.png, .pdf or .svg) when given. Runs of several environments in
     one directory are refused: their returns cannot be averaged into one curve."""
     histories = load_histories(runs_dir)
     envs = sorted({r.get("config", {}).get("env_id", "unknown") for r in histories.values()})

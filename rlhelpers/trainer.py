@@ -125,7 +125,8 @@ class Trainer:
         return self.update()
 
     def evaluate(self) -> dict[str, Any]:
-        """Evaluate the current policy and append ``{"step", "returns", "lengths"}`` to the history."""
+        """Evaluate the current policy and append ``{"step", "returns", "lengths", "time",
+        "train_seconds"}`` to the history."""
         cfg = self.config
         if self.eval_env is None:
             self.eval_env = make_vec_env(cfg.env_id, min(cfg.n_eval_envs, cfg.n_eval_episodes),
