@@ -21,8 +21,10 @@ class RMSpropTFLike(torch.optim.Optimizer):
         super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps})
 
     @torch.no_grad()
-    def step(self, closure=None):  # noqa: ANN001, ANN201 - signature fixed by torch.optim.Optimizer
-        """One update of every parameter that has a gradient."""
+    def step(self, closure: None = None) -> None:
+        """One update of every parameter that has a gradient, from gradients already computed (no closure)."""
+        if closure is not None:
+            raise ValueError("RMSpropTFLike.step takes no closure: compute the loss and backward() first")
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             if not params:

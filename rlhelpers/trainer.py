@@ -59,7 +59,6 @@ class Trainer:
         self.n_updates = 0
         self.episode_returns: deque[float] = deque(maxlen=100)
         self.episode_lengths: deque[int] = deque(maxlen=100)
-        self.n_episodes = 0
         self.eval_history: list[dict[str, Any]] = []
         self.sessions: list[dict[str, Any]] = []  # provenance of each training session
         self.train_seconds = 0.0  # wall-clock time spent training (evaluations included), over all sessions
@@ -89,7 +88,6 @@ class Trainer:
             scores, lengths = finished_episodes(info)
             self.episode_returns.extend(scores.tolist())
             self.episode_lengths.extend(lengths.tolist())
-            self.n_episodes += len(scores)
             if self.clip_rewards:
                 rewards = np.sign(rewards)
             buf.rewards[t].copy_(torch.as_tensor(rewards))
@@ -155,7 +153,6 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "num_timesteps": self.num_timesteps,
             "n_updates": self.n_updates,
-            "n_episodes": self.n_episodes,
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
             "eval_history": self.eval_history,
@@ -174,7 +171,6 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.num_timesteps = int(state["num_timesteps"])
         self.n_updates = int(state["n_updates"])
-        self.n_episodes = int(state["n_episodes"])
         self.episode_returns = deque(state["episode_returns"], maxlen=self.episode_returns.maxlen)
         self.episode_lengths = deque(state["episode_lengths"], maxlen=self.episode_lengths.maxlen)
         self.eval_history = list(state["eval_history"])
