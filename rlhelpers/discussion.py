@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.config import ALGO_DEFAULTS, ALGOS
-from rlhelpers.findings import MISSING, discussion_figures, gradient_values, per_seed
+from rlhelpers.findings import MISSING, discussion_figures, gradient_values, pair_gaps, per_seed
 from rlhelpers.plotting import algo_curve, expected_runs, held_returns
 from rlhelpers.report import (
     PLATEAU,
@@ -35,6 +35,7 @@ ROUNDING = 1e-9
 FASTER = "faster (both its seeds' curves above both of A2C's)"
 SLOWER = "more slowly (both its seeds' curves below both of A2C's)"
 OVERLAP = "neither clearly faster nor more slowly (its seeds' curves and A2C's overlap)"
+WITHIN, LARGER, NOT_COMPARABLE = "within", "larger than", "not yet comparable with"
 
 DISCUSSION = """\
 **Learning speed.** When each run left the plateau (the evaluation from which every later one stays
@@ -169,8 +170,8 @@ def conclusion_figures(figures: dict[str, str], values: dict[str, list[float]]) 
         "agreement_conclusion": MISSING if f64 is None else (
             "the same gradient up to rounding" if f64 < ROUNDING else "further apart than rounding explains"),
         "pair_conclusion": {
-            "within": "once they part, task1 and task2 differ by no more than two seeds of one algorithm do",
-            "larger than": "equal gradients leave only chance to explain it, and two pairs are too few to tell",
+            WITHIN: "once they part, task1 and task2 differ by no more than two seeds of one algorithm do",
+            LARGER: "equal gradients leave only chance to explain it, and two pairs are too few to tell",
         }.get(figures["pair_verdict"], MISSING),
         "critic_conclusion": MISSING if not error_ratios else (
             "at every trained stage the differences between actions that the actor follows are smaller than "
@@ -223,7 +224,7 @@ def discussion_markdown(rows: list[RunSummary], histories: dict[str, dict[str, A
         precisions=", ".join(sorted({r.precision for r in report_rows})),
         lr_ratio=f"{ALGO_DEFAULTS['task1']['lr'] / ALGO_DEFAULTS['a2c']['lr']:.1f}",
         rms_eps=_config_values(histories, report_rows, "rms_eps"),
-        pair_verdict=_pair_verdict(figures["task_pair_gap"], figures["seed_pair_gap"]),
+        pair_verdict=_pair_verdict(pair_gaps(histories)),
     )
     figures.update(conclusion_figures(figures, gradient_values(results)))
     return DISCUSSION.format(**figures)
@@ -235,7 +236,9 @@ def _config_values(histories: dict[str, dict[str, Any]], rows: list[RunSummary],
     return ", ".join(sorted(MISSING if value is None else format(value, "g") for value in values))
 
 
-def _pair_verdict(task_pair_gap: str, seed_pair_gap: str) -> str:
-    if MISSING in (task_pair_gap, seed_pair_gap):
-        return "not yet comparable with"
-    return "within" if float(task_pair_gap) <= float(seed_pair_gap) else "larger than"
+def _pair_verdict(gaps: dict[str, float | None]) -> str:
+    """Whether the task1/task2 gap is within the seed-to-seed gap, compared unrounded."""
+    task_pair, seed_pair = gaps["task_pair_gap"], gaps["seed_pair_gap"]
+    if task_pair is None or seed_pair is None:
+        return NOT_COMPARABLE
+    return WITHIN if task_pair <= seed_pair else LARGER

@@ -85,24 +85,35 @@ def learning_figures(rows: list[RunSummary]) -> dict[str, str]:
     return figures
 
 
-def divergence_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Where task1 and task2 of one seed part and how far apart they drift, beside two seeds of one algorithm
-    at the same evaluation steps, and the typical standard error of one such gap."""
-    divergence = {(a, b): history_divergence(histories[a], histories[b])
-                  for a, b in (*TASK_PAIRS, *SEED_PAIRS) if a in histories and b in histories}
+def _divergences(histories: dict[str, dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(a, b): history_divergence(histories[a], histories[b])
+            for a, b in (*TASK_PAIRS, *SEED_PAIRS) if a in histories and b in histories}
+
+
+def pair_gaps(histories: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """After task1 and task2 of one seed part: their mean absolute gap (``task_pair_gap``), the gap between
+    two seeds of one algorithm at the same evaluation steps (``seed_pair_gap``) and the typical standard
+    error of one gap (``gap_sem``); None where the runs are missing."""
+    divergence = _divergences(histories)
     task_steps = {step for pair in TASK_PAIRS if pair in divergence for step in divergence[pair]["mean_gap"]}
 
-    def mean_over_task_steps(pairs: tuple[tuple[str, str], ...], key: str, fmt: str) -> str:
+    def mean_over_task_steps(pairs: tuple[tuple[str, str], ...], key: str) -> float | None:
         values = [value for pair in pairs if pair in divergence
                   for step, value in divergence[pair][key].items() if step in task_steps]
-        return format(np.mean(values), fmt) if values else MISSING
+        return float(np.mean(values)) if values else None
 
+    return {"task_pair_gap": mean_over_task_steps(TASK_PAIRS, "mean_gap"),
+            "seed_pair_gap": mean_over_task_steps(SEED_PAIRS, "mean_gap"),
+            "gap_sem": mean_over_task_steps(TASK_PAIRS, "gap_sem")}
+
+
+def divergence_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Where task1 and task2 of one seed part, and the ``pair_gaps`` to one decimal."""
+    divergence = _divergences(histories)
     parted = [f"{_millions(divergence[pair]['last_identical_step'], 'never identical')} "
               f"(seed {_algo_and_seed(pair[0])[1]})" for pair in TASK_PAIRS if pair in divergence]
-    return {"task_pair_identical_until": "; ".join(parted) or MISSING,
-            "task_pair_gap": mean_over_task_steps(TASK_PAIRS, "mean_gap", ".1f"),
-            "seed_pair_gap": mean_over_task_steps(SEED_PAIRS, "mean_gap", ".1f"),
-            "gap_sem": mean_over_task_steps(TASK_PAIRS, "gap_sem", ".1f")}
+    gaps = {name: _one(value, ".1f") for name, value in pair_gaps(histories).items()}
+    return {"task_pair_identical_until": "; ".join(parted) or MISSING, **gaps}
 
 
 def gradient_values(results: dict[str, Any] | None) -> dict[str, list[float]]:

@@ -18,7 +18,18 @@ import numpy as np
 import pytest
 
 from rlhelpers import report
-from rlhelpers.discussion import DISCUSSION, FASTER, OVERLAP, SLOWER, discussion_markdown, speed_figures
+from rlhelpers.discussion import (
+    DISCUSSION,
+    FASTER,
+    LARGER,
+    NOT_COMPARABLE,
+    OVERLAP,
+    SLOWER,
+    WITHIN,
+    _pair_verdict,
+    discussion_markdown,
+    speed_figures,
+)
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_divergence
 from rlhelpers.findings import MISSING, discussion_figures
@@ -573,6 +584,13 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     assert "A2C's actor term puts a gradient 30 times task1's" in prose and "makes up a factor of 2.1" in prose
     assert "ε = 1e-05." in prose
     assert "a budget of 10M steps per run" in prose and "(seed 1)" not in prose
+
+
+def test_pair_verdict_compares_the_unrounded_gaps() -> None:
+    """0.84 against 0.76 prints as 0.8 against 0.8, and is still larger."""
+    assert _pair_verdict({"task_pair_gap": 0.84, "seed_pair_gap": 0.76, "gap_sem": 0.1}) == LARGER
+    assert _pair_verdict({"task_pair_gap": 0.76, "seed_pair_gap": 0.84, "gap_sem": 0.1}) == WITHIN
+    assert _pair_verdict({"task_pair_gap": 0.5, "seed_pair_gap": None, "gap_sem": None}) == NOT_COMPARABLE
 
 
 @pytest.mark.parametrize(("task1_shift", "task2_shift", "verdict"), [
