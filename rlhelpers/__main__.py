@@ -115,9 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
                                      "in <runs-dir>/figures/ for another runs directory)")
     analyze_parser.add_argument("--rollouts", type=int, default=4,
-                                help="rollouts of 16 envs x 5 steps per snapshot (default: 4, i.e. 320 states)")
+                                help="rollouts of n_envs x n_steps states per snapshot "
+                                     "(default: 4; on Pong 4 x 16 x 5 = 320 states)")
     analyze_parser.add_argument("--stages", type=int, default=4,
-                                help="snapshots per run, spread evenly from first to last (default: 4)")
+                                help="snapshots per run: stages-1 steps that every run has, spread evenly, "
+                                     "and the run's last (default: 4)")
     return parser
 
 

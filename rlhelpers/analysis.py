@@ -172,7 +172,7 @@ def task_gradient_agreement(model: ActorCritic, batch: Batch) -> dict[str, Any]:
     return result
 
 
-def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 80) -> dict[str, Any]:
+def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dict[str, Any]:
     """Exact variance of the sampled-action estimator against the all-action gradient (a Q critic), per
     state (over the actions), per sample (states and actions) and for a batch of ``batch_size`` states."""
     params = actor_parameters(model)
@@ -213,7 +213,7 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 80) -
     }
 
 
-def a2c_estimator_variance(model: ActorCritic, batch: Batch, batch_size: int = 80) -> dict[str, Any]:
+def a2c_estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dict[str, Any]:
     """Empirical trace of the covariance of A_t grad log pi(a_t|s_t) over the batch's samples (a V critic)."""
     params = actor_parameters(model)
     grads = []
@@ -354,10 +354,10 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
         batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
         entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision}
         if config.algo == "a2c":
-            entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch)
+            entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch, config.batch_size)
         else:
             entry["task_gradient_agreement"] = task_gradient_agreement(model, batch)
-            entry["estimator_variance"] = estimator_variance(model, batch)
+            entry["estimator_variance"] = estimator_variance(model, batch, config.batch_size)
         entry["bf16_agreement"] = bf16_agreement(model, config.algo, batch, config)
         entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
         entry["advantage_scale"] = advantage_scale(model, config.algo, batch)

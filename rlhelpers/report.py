@@ -420,21 +420,24 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
              for key, entry in snapshots.items() if "loss_term_gradients" in entry]
     bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
             for key, e in snapshots.items()]
+    batch = "/".join(str(size) for size in sorted(
+        {e[name]["batch"]["size"] for e in snapshots.values()
+         for name in ("estimator_variance", "a2c_estimator_variance") if name in e}))
     scale = [[key, "Q(s,a) − Ṽ(s), π-weighted" if key in task else "A_t = R_t − V(s_t)",
               _g(e["advantage_scale"]["advantage_rms"]), _g(e["advantage_scale"]["critic_rms_error"])]
              for key, e in snapshots.items() if "advantage_scale" in e]
     return "\n\n".join([
-        f"States: {results['n_rollouts']} rollouts (16 envs × 5 steps) of each snapshot's own policy, after "
+        f"States: {results['n_rollouts']} rollouts (n_envs × n_steps states each) of each snapshot's own policy, after "
         f"{results['burn_in_steps']:,} unrecorded steps per env and {results['gap_steps']:,} apart, measured by "
         f"`python -m rlhelpers analyze --rollouts {results['n_rollouts']} --stages {results['n_stages']}`. "
         "Actor parameters: the encoder and the policy head.",
         _table("task1 against task2 actor gradients (same states, same weights)",
                ["snapshot", "states", "float32 cosine", "float32 rel. difference", "float64 cosine",
                 "float64 rel. difference"], agreement),
-        _table("Variance of the actor's gradient estimators (trace of the covariance; a batch of 80 states "
-               "treated as independent)",
-               ["snapshot", "estimator", "per state (over actions)", "per sample", "batch of 80",
-                "batch: sampled / all-action", "‖E g‖²", "signal / noise, batch of 80"],
+        _table("Variance of the actor's gradient estimators (trace of the covariance; a batch of one rollout, "
+               f"{batch} states, treated as independent)",
+               ["snapshot", "estimator", "per state (over actions)", "per sample", f"batch of {batch}",
+                "batch: sampled / all-action", "‖E g‖²", f"signal / noise, batch of {batch}"],
                variance)
         + "\n\n‖E g‖² is estimated without bias, as |mean g|² minus the variance of that mean over the states "
           "measured; a negative value means the mean gradient is smaller than this measurement's own noise.",
