@@ -143,17 +143,11 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    import json
-
-    from rlhelpers.analysis import analyze_runs
-    from rlhelpers.plotting import ANALYSIS_JSON, figures_dir
+    from rlhelpers.analysis import write_analysis
 
     if args.rollouts < 1 or args.stages < 1:
         raise RLHelpersError("--rollouts and --stages must be positive integers")
-    results = analyze_runs(args.runs_dir, args.rollouts, args.stages, show_progress=True)
-    out = Path(args.out) if args.out else figures_dir(args.runs_dir) / ANALYSIS_JSON
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
+    out, results = write_analysis(args.runs_dir, args.out, args.rollouts, args.stages, show_progress=True)
     print(f"wrote {out}: {len(results['snapshots'])} snapshots")
     return 0
 

@@ -54,6 +54,7 @@ through a stop-gradient). Their count is reported with each result.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,7 @@ from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.losses import LOSSES, state_value
 from rlhelpers.networks import ActorCritic, build_model
+from rlhelpers.plotting import ANALYSIS_JSON, figures_dir
 
 
 @dataclass
@@ -300,9 +302,6 @@ def optimizer_regime(model: ActorCritic, optimizer_state: dict[str, Any], eps: f
 
 # ---------------------------------------------------------------- the command: every run's snapshots
 
-SNAPSHOT_GLOB = "snapshots/model-*.pt"
-
-
 def _evenly_spaced(items: list[Any], n: int) -> list[Any]:
     """``n`` of ``items`` spread evenly from the first to the last (all of them if there are no more)."""
     if len(items) <= n:
@@ -370,3 +369,14 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
                                      **optimizer_regime(model, state["optimizer"], config.rms_eps)}
     results["optimizer_regime"] = regimes
     return results
+
+
+def write_analysis(runs_dir: str | Path, out: str | Path | None = None, n_rollouts: int = 4, n_stages: int = 4,
+                   show_progress: bool = False) -> tuple[Path, dict[str, Any]]:
+    """``analyze_runs`` saved as JSON to ``out`` (default: analysis.json in the runs' ``figures_dir``);
+    returns the path and the results."""
+    results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress)
+    out = Path(out) if out is not None else figures_dir(runs_dir) / ANALYSIS_JSON
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    return out, results

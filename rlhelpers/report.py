@@ -360,17 +360,11 @@ def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
     """The gradient facts: measured anew on the runs' snapshots and saved when ``recompute`` is set
     (about half an hour on a CPU for the report's runs), else the saved JSON; None when there is neither.
     ``path`` defaults to ``analysis.json`` in the runs' ``figures_dir``."""
-    from rlhelpers.analysis import SNAPSHOT_GLOB, analyze_runs
+    from rlhelpers.analysis import write_analysis
 
-    path = Path(path) if path is not None else figures_dir(runs_dir) / ANALYSIS_JSON
     if recompute:
-        if not any(Path(runs_dir).glob(f"*/{SNAPSHOT_GLOB}")):
-            raise RLHelpersError(f"recompute_analysis needs model snapshots under {runs_dir}/*/snapshots/; "
-                                 "they are written while training and are not committed")
-        results = analyze_runs(runs_dir)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(results, indent=1))
-        return results
+        return write_analysis(runs_dir, path)[1]
+    path = Path(path) if path is not None else figures_dir(runs_dir) / ANALYSIS_JSON
     return json.loads(path.read_text()) if path.exists() else None
 
 

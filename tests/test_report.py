@@ -353,7 +353,7 @@ def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
                           n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path / "runs"),
                           wandb_mode="disabled", device="cpu"), show_progress=False)
     assert report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json") is None  # nothing saved yet
-    with pytest.raises(report.RLHelpersError, match="needs model snapshots"):
+    with pytest.raises(report.RLHelpersError, match="no model snapshots under"):
         report.analysis_results(tmp_path / "empty", tmp_path / "analysis.json", recompute=True)
     saved = report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json", recompute=True)
     assert report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json") == saved  # read back
