@@ -158,6 +158,8 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     assert [results[k] for k in ("n_rollouts", "n_stages", "burn_in_steps", "gap_steps")] == [1, 2, 10, 5]
     task1 = results["snapshots"]["task1_seed-0@400"]
     assert task1["estimator_variance"]["n_states"] == 20  # one rollout of 4 envs x 5 steps
+    assert task1["estimator_variance"]["batch"]["size"] == 20  # the variance is given for one rollout
+    assert results["snapshots"]["a2c_seed-0@400"]["a2c_estimator_variance"]["batch"]["size"] == 20
     assert task1["task_gradient_agreement"]["float64"]["relative_difference"] < 1e-10
     assert task1["loss_term_gradients"]["critic"]["policy_head"] == 0.0
     assert task1["advantage_scale"]["advantage_rms"] > 0 and task1["advantage_scale"]["critic_rms_error"] > 0
