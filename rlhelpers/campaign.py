@@ -24,14 +24,14 @@ from typing import Any
 import torch
 
 from rlhelpers.checkpoint import RunDirectory
-from rlhelpers.config import TrainConfig
+from rlhelpers.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_finished, mean_and_sem, stopped_early
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runlock import RunLock
 
 # The report's runs in the order the campaign trains them: both seed-0 runs of a2c and task1 first.
-CAMPAIGN_RUNS = (("a2c", 0), ("task1", 0), ("task2", 0), ("a2c", 100), ("task1", 100), ("task2", 100))
+CAMPAIGN_RUNS = tuple((algo, seed) for seed in REPORT_SEEDS for algo in ALGOS)
 CAMPAIGN_LOCK = "campaign.json"
 TRAIN_LOG = "train.log"
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
@@ -119,7 +119,7 @@ def status_table(runs_dir: str | Path) -> str:
     header = f"{'run':<15} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"
     lines = [header]
     for algo, seed in CAMPAIGN_RUNS:
-        s = run_status(Path(runs_dir) / f"{algo}_seed-{seed}")
+        s = run_status(Path(runs_dir) / format_run_name(algo, seed))
         last = f"{s.last_mean:.2f} ± {s.last_sem:.2f}" if s.last_mean is not None else "-"
         best = f"{s.best_mean:.2f}" if s.best_mean is not None else "-"
         rate = f"{s.steps_per_s:.0f}" if s.steps_per_s is not None and s.state == "running" else "-"
@@ -137,7 +137,7 @@ def _die_with_parent() -> None:
 
 
 def _start_run(algo: str, seed: int, runs_dir: Path, train_args: list[str]) -> subprocess.Popen:
-    run_path = runs_dir / f"{algo}_seed-{seed}"
+    run_path = runs_dir / format_run_name(algo, seed)
     run_path.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "rlhelpers", "train", "--algo", algo, "--seed", str(seed),
                "--runs-dir", str(runs_dir), *train_args]
@@ -168,7 +168,7 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
     lock.acquire()
     pending = []
     for algo, seed in CAMPAIGN_RUNS:
-        status = run_status(runs_dir / f"{algo}_seed-{seed}", config.total_timesteps, config.stop_return)
+        status = run_status(runs_dir / format_run_name(algo, seed), config.total_timesteps, config.stop_return)
         if status.state == "running":
             print(f"{status.run_name}: trained by another process, left alone")
         elif status.state == "finished" or status.state.startswith("stopped at"):
@@ -194,8 +194,9 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
                         failed.append(name)
             while pending and not stopping and len(running) < parallel:
                 algo, seed = pending.pop(0)
-                running[f"{algo}_seed-{seed}"] = _start_run(algo, seed, runs_dir, train_args)
-                print(f"{algo}_seed-{seed}: started (pid {running[f'{algo}_seed-{seed}'].pid})")
+                name = format_run_name(algo, seed)
+                running[name] = _start_run(algo, seed, runs_dir, train_args)
+                print(f"{name}: started (pid {running[name].pid})")
             if stopping:
                 for process in running.values():
                     if process.poll() is None:

@@ -19,6 +19,21 @@ from rlhelpers.errors import RLHelpersError
 from rlhelpers.networks import PRECISIONS, resolve_precision
 
 ALGOS = ("a2c", "task1", "task2")
+REPORT_SEEDS = (0, 100)  # the report's two seeds of every algorithm
+RUN_NAME_SEPARATOR = "_seed-"
+
+
+def format_run_name(algo: str, seed: int) -> str:
+    """The name of a run's directory and W&B run: ``<algo>_seed-<seed>``."""
+    return f"{algo}{RUN_NAME_SEPARATOR}{seed}"
+
+
+def parse_run_name(name: str) -> tuple[str, int]:
+    """``(algo, seed)`` from a ``format_run_name`` name."""
+    algo, separator, seed = name.rpartition(RUN_NAME_SEPARATOR)
+    if not separator or not seed.lstrip("-").isdigit():
+        raise ValueError(f"{name!r} is not a run name of the form <algo>{RUN_NAME_SEPARATOR}<seed>")
+    return algo, int(seed)
 
 ALGO_DEFAULTS: dict[str, dict[str, float]] = {
     "a2c": {"lr": 7e-4, "pg_coef": 1.0, "vf_coef": 0.25, "ent_coef": 0.01},
@@ -113,7 +128,7 @@ class TrainConfig:
     @property
     def run_name(self) -> str:
         """Run name used for the directory and the W&B run: ``<algo>_seed-<seed>``."""
-        return f"{self.algo}_seed-{self.seed}"
+        return format_run_name(self.algo, self.seed)
 
     @property
     def batch_size(self) -> int:

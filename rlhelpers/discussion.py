@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGO_DEFAULTS, ALGOS
+from rlhelpers.config import ALGO_DEFAULTS, ALGOS, parse_run_name
 from rlhelpers.findings import MISSING, discussion_figures, gradient_values, pair_gaps, per_seed
 from rlhelpers.plotting import algo_curve, expected_runs, held_returns
 from rlhelpers.report import (
@@ -116,7 +116,7 @@ def curve_means(
     seed-averaged curve (held evaluations of stopped seeds included), each seed's own, and that step."""
     reported = set(expected_runs())
     records = {algo: [h for name, h in sorted(histories.items())
-                      if name in reported and name.startswith(f"{algo}_seed-")] for algo in ALGOS}
+                      if name in reported and parse_run_name(name)[0] == algo] for algo in ALGOS}
     curves = {algo: algo_curve(runs) for algo, runs in records.items() if runs}
     if not curves:
         return None, {}, {}
@@ -140,7 +140,7 @@ def speed_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
     for algo in ALGOS:
         figures[f"curve_mean_{algo}"] = f"{means[algo]:.1f}" if algo in means else MISSING
         figures[f"seed_means_{algo}"] = "; ".join(
-            f"{value:.1f} (seed {name.rsplit('-', 1)[1]})" for name, value in seeds.get(algo, {}).items()) or MISSING
+            f"{value:.1f} (seed {parse_run_name(name)[1]})" for name, value in seeds.get(algo, {}).items()) or MISSING
     for algo in ("task1", "task2"):
         figures[f"{algo}_vs_a2c"] = (_speed_word(list(seeds[algo].values()), list(seeds["a2c"].values()))
                                      if {algo, "a2c"} <= set(seeds) else MISSING)

@@ -33,23 +33,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlhelpers.config import ALGO_DEFAULTS, ALGOS
+from rlhelpers.config import ALGO_DEFAULTS, ALGOS, REPORT_SEEDS, format_run_name, parse_run_name
 from rlhelpers.evaluation import history_divergence
-from rlhelpers.plotting import REPORT_SEEDS
+from rlhelpers.plotting import expected_runs
 
 if TYPE_CHECKING:
     from rlhelpers.report import RunSummary
 
 # Same-seed task1/task2 pairs, and for scale the two seeds of each algorithm.
-TASK_PAIRS = tuple((f"task1_seed-{seed}", f"task2_seed-{seed}") for seed in REPORT_SEEDS)
-SEED_PAIRS = tuple((f"{algo}_seed-{REPORT_SEEDS[0]}", f"{algo}_seed-{REPORT_SEEDS[1]}") for algo in ALGOS)
+TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
+SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
 MISSING = "n/a"
-
-
-def _algo_and_seed(run_name: str) -> tuple[str, str]:
-    """``("a2c", "0")`` from ``"a2c_seed-0"``."""
-    algo, seed = run_name.rsplit("_seed-", 1)
-    return algo, seed
 
 
 def _millions(step: int | None, missing: str) -> str:
@@ -70,8 +64,8 @@ def _span(values: list[float], fmt: str) -> str:
 
 def per_seed(rows: list[RunSummary], algo: str, describe: Callable[[RunSummary], str]) -> str:
     """``describe(row)`` of each of ``algo``'s runs, as ``"<description> (seed <seed>); ..."``, or ``n/a``."""
-    runs = [r for r in rows if r.run_name.startswith(f"{algo}_seed-")]
-    return "; ".join(f"{describe(r)} (seed {_algo_and_seed(r.run_name)[1]})" for r in runs) or MISSING
+    seeds = {name: parse_run_name(name)[1] for name in expected_runs((algo,))}
+    return "; ".join(f"{describe(r)} (seed {seeds[r.run_name]})" for r in rows if r.run_name in seeds) or MISSING
 
 
 def learning_figures(rows: list[RunSummary]) -> dict[str, str]:
@@ -111,7 +105,7 @@ def divergence_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
     """Where task1 and task2 of one seed part, and the ``pair_gaps`` to one decimal."""
     divergence = _divergences(histories)
     parted = [f"{_millions(divergence[pair]['last_identical_step'], 'never identical')} "
-              f"(seed {_algo_and_seed(pair[0])[1]})" for pair in TASK_PAIRS if pair in divergence]
+              f"(seed {parse_run_name(pair[0])[1]})" for pair in TASK_PAIRS if pair in divergence]
     gaps = {name: _one(value, ".1f") for name, value in pair_gaps(histories).items()}
     return {"task_pair_identical_until": "; ".join(parted) or MISSING, **gaps}
 
@@ -138,7 +132,7 @@ def gradient_values(results: dict[str, Any] | None) -> dict[str, list[float]]:
         "head_actor_a2c_over_task1": _head_actor_ratios(trained),
     }
     for algo in ALGOS:
-        own = [s for s in trained if _algo_and_seed(s["run"])[0] == algo]
+        own = [s for s in trained if parse_run_name(s["run"])[0] == algo]
         terms = [s["loss_term_gradients"] for s in own if "loss_term_gradients" in s]
         scales = [s["advantage_scale"] for s in own if "advantage_scale" in s]
         values[f"encoder_critic_over_actor_{algo}"] = [t["critic"]["encoder"] / t["actor"]["encoder"]
@@ -150,13 +144,13 @@ def gradient_values(results: dict[str, Any] | None) -> dict[str, list[float]]:
             a["critic_rms_error"] / a["advantage_rms"] for a in scales if a["advantage_rms"] > 0]
         values[f"eps_share_policy_head_{algo}"] = [
             regime["groups"]["policy_head"]["below_eps_share"]
-            for run, regime in (results or {}).get("optimizer_regime", {}).items() if _algo_and_seed(run)[0] == algo]
+            for run, regime in (results or {}).get("optimizer_regime", {}).items() if parse_run_name(run)[0] == algo]
     return values
 
 
 def _head_actor_ratios(trained: list[dict[str, Any]]) -> list[float]:
     """a2c's weighted actor-term gradient norm on the policy head over task1's, same seed and step."""
-    head_actor = {(*_algo_and_seed(s["run"]), s["step"]): s["loss_term_gradients"]["actor"]["policy_head"]
+    head_actor = {(*parse_run_name(s["run"]), s["step"]): s["loss_term_gradients"]["actor"]["policy_head"]
                   for s in trained if "loss_term_gradients" in s}
     return [value / head_actor[("task1", seed, step)] for (algo, seed, step), value in head_actor.items()
             if algo == "a2c" and head_actor.get(("task1", seed, step))]

@@ -14,12 +14,11 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rlhelpers.checkpoint import HISTORY_FILE
-from rlhelpers.config import ALGOS
+from rlhelpers.config import ALGOS, REPORT_SEEDS, format_run_name
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import mean_and_sem, mean_return, stopped_early
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 
-REPORT_SEEDS = (0, 100)
 # task1 and task2 can coincide (their actor gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
 LINE_STYLES = {"a2c": "-", "task1": "--", "task2": ":"}
@@ -51,7 +50,7 @@ def load_histories(runs_dir: str | Path) -> dict[str, dict[str, Any]]:
 
 def expected_runs(algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[str]:
     """Run names the report is made of: every algo with every seed."""
-    return [f"{algo}_seed-{seed}" for algo in algos for seed in seeds]
+    return [format_run_name(algo, seed) for algo in algos for seed in seeds]
 
 
 def _pooled(by_step: dict[int, list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

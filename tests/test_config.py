@@ -1,6 +1,8 @@
 """Defaults that depend on the algorithm and the kind of env; explicit values always win."""
 
-from rlhelpers.config import TrainConfig, config_differences
+import pytest
+
+from rlhelpers.config import TrainConfig, config_differences, format_run_name, parse_run_name
 
 
 def test_atari_defaults_follow_the_experiment() -> None:
@@ -25,3 +27,12 @@ def test_config_round_trip_and_differences() -> None:
     assert config_differences(saved, TrainConfig(algo="task1", seed=100, total_timesteps=5_000)) == []
     assert config_differences(saved, TrainConfig(algo="task1", seed=100, ent_coef=0.01)) == [
         "ent_coef: saved 0.001 != requested 0.01"]
+
+
+def test_run_names_round_trip() -> None:
+    assert format_run_name("task1", 100) == "task1_seed-100" == TrainConfig(algo="task1", seed=100).run_name
+    assert parse_run_name("task1_seed-100") == ("task1", 100)
+    assert parse_run_name("my_algo_seed-7") == ("my_algo", 7)
+    for name in ("task1", "task1_seed-", "task1_seed-x"):
+        with pytest.raises(ValueError, match="not a run name"):
+            parse_run_name(name)
