@@ -64,11 +64,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.checkpoint import RunDirectory, load_model
 from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.losses import LOSSES, state_value
-from rlhelpers.networks import ActorCritic, build_model
+from rlhelpers.networks import ActorCritic
 from rlhelpers.plotting import ANALYSIS_JSON, figures_dir
 
 
@@ -79,16 +79,6 @@ class Batch:
     obs: torch.Tensor
     actions: torch.Tensor
     returns: torch.Tensor
-
-
-def load_snapshot(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
-    """The model, config and step of a ``snapshots/model-<step>.pt`` file."""
-    snapshot = torch.load(path, map_location="cpu", weights_only=True)
-    config = TrainConfig.from_dict(snapshot["config"])
-    model = build_model(tuple(snapshot["obs_shape"]), snapshot["n_actions"], config.algo, config.hidden_size,
-                        config.precision)
-    model.load_state_dict(snapshot["model"])
-    return model, config, int(snapshot["step"])
 
 
 def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed: int,
@@ -348,7 +338,7 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
                                "burn_in_steps": burn_in_steps, "gap_steps": gap_steps, "snapshots": {}}
     newest: dict[Path, tuple[ActorCritic, TrainConfig]] = {}  # each run's last measured snapshot
     for run_dir, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
-        model, config, step = load_snapshot(path)
+        model, config, step = load_model(path)
         newest[run_dir] = model, config
         batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
         entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision}

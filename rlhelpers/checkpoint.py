@@ -18,6 +18,7 @@ Pruned checkpoints are renamed to ``.tmp`` and truncated to zero bytes before th
 that they do not fill the Drive Trash (which counts against the quota).
 ``remove_stale_files`` clears what a killed writer left behind (``*.tmp`` files, the staging dir).
 A kill therefore never leaves an incomplete file under a checkpoint's name.
+``load_model`` reads a snapshot, or a policy exported from one, back as a float32 model.
 
 Test-only hook: when the environment variable ``RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S`` is set,
 the copy into the run directory pauses that many seconds halfway, so a test can kill mid-write.
@@ -39,8 +40,10 @@ from typing import IO, Any
 
 import torch
 
+from rlhelpers.config import TrainConfig
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import METRICS_FILE
+from rlhelpers.networks import ActorCritic, build_model
 from rlhelpers.runlock import LOCK_FILE
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
@@ -61,6 +64,17 @@ def checkpoint_name(step: int) -> str:
 def snapshot_name(step: int) -> str:
     """File name of the model snapshot taken at environment step ``step``."""
     return f"model-{step:012d}.pt"
+
+
+def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
+    """The model (float32 weights), config and step of a saved model: a snapshot or an exported policy."""
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    config = TrainConfig.from_dict(saved["config"])
+    model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size,
+                        config.precision)
+    model.load_state_dict({name: value.float() if value.is_floating_point() else value
+                           for name, value in saved["model"].items()})
+    return model, config, int(saved["step"])
 
 
 def _fsync_dir(path: Path) -> None:

@@ -19,12 +19,12 @@ import torch
 from PIL import Image, ImageDraw
 from tqdm import tqdm
 
-from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.checkpoint import RunDirectory, load_model
 from rlhelpers.config import TrainConfig
 from rlhelpers.envs import make_vec_env
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import evaluate_policy, mean_and_sem
-from rlhelpers.networks import ActorCritic, build_model, sample_actions
+from rlhelpers.networks import ActorCritic, sample_actions
 
 POLICY_FILE = "policy.pt"
 MAX_POLICY_BYTES = 4 * 1024 * 1024
@@ -55,13 +55,8 @@ def load_policy(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     if not path.is_file():
         raise RLHelpersError(f"no policy file at {path}: export it from the run's snapshots "
                              f"with `python -m rlhelpers evaluate {path.parent} --export`")
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    config = TrainConfig.from_dict(saved["config"])
-    model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size,
-                        config.precision)
-    model.load_state_dict({name: value.float() if value.is_floating_point() else value
-                           for name, value in saved["model"].items()})
-    return model.eval(), config, int(saved["step"])
+    model, config, step = load_model(path)
+    return model.eval(), config, step
 
 
 @dataclass
