@@ -41,7 +41,7 @@ from typing import IO, Any
 import torch
 
 from rlhelpers.config import TrainConfig
-from rlhelpers.errors import RLHelpersError
+from rlhelpers.errors import RLHelpersError, write_error
 from rlhelpers.metrics_log import METRICS_FILE
 from rlhelpers.networks import ActorCritic, build_model
 from rlhelpers.runlock import LOCK_FILE
@@ -217,10 +217,7 @@ class RunDirectory:
                 _write_durably(target, lambda dst: _copy_checkpoint(src, dst))
         except (OSError, RuntimeError, RLHelpersError) as exc:
             # torch.save reports a full disk as a RuntimeError ("unexpected pos ...").
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise RLHelpersError(f"cannot write checkpoint {target}: {reason}; "
-                                 "free disk space or choose a writable --runs-dir "
-                                 "(the previous checkpoint is intact)") from exc
+            raise write_error(f"checkpoint {target}", exc, "the previous checkpoint is intact") from exc
         finally:
             local.unlink(missing_ok=True)
         self.prune(step, keep)
@@ -233,9 +230,7 @@ class RunDirectory:
             target.parent.mkdir(exist_ok=True)
             _write_durably(target, lambda f: torch.save(snapshot, f))
         except (OSError, RuntimeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise RLHelpersError(f"cannot write snapshot {target}: {reason}; "
-                                 "free disk space or choose a writable --runs-dir") from exc
+            raise write_error(f"snapshot {target}", exc) from exc
         return target
 
     def prune(self, step: int, keep: int) -> None:
@@ -284,5 +279,4 @@ class RunDirectory:
         try:
             _write_durably(self.history_path, lambda f: f.write(text))
         except OSError as exc:
-            raise RLHelpersError(f"cannot write {self.history_path}: {exc.strerror or exc}; "
-                                 "free disk space or choose a writable --runs-dir") from exc
+            raise write_error(str(self.history_path), exc) from exc

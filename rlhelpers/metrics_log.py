@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlhelpers.errors import RLHelpersError
+from rlhelpers.errors import write_error
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -64,5 +64,4 @@ class MetricsLog:
             with open(self.path, "a") as f:
                 f.write(json.dumps(record) + "\n")
         except OSError as exc:
-            raise RLHelpersError(f"cannot write {self.path}: {exc.strerror or exc}; "
-                                 "free disk space or choose a writable --runs-dir") from exc
+            raise write_error(str(self.path), exc) from exc

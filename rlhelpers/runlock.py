@@ -20,7 +20,7 @@ import time
 import warnings
 from pathlib import Path
 
-from rlhelpers.errors import RLHelpersError
+from rlhelpers.errors import RLHelpersError, write_error
 
 LOCK_FILE = "owner.json"
 
@@ -92,8 +92,7 @@ class RunLock:
             os.replace(tmp, self.path)
         except OSError as exc:
             tmp.unlink(missing_ok=True)
-            raise RLHelpersError(f"cannot write {self.path}: {exc.strerror or exc}; "
-                                 "free disk space or choose a writable --runs-dir") from exc
+            raise write_error(str(self.path), exc) from exc
 
     def _refusal(self, owner: dict, why: str) -> RLHelpersError:
         age = time.time() - float(owner.get("heartbeat", 0.0))
