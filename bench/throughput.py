@@ -31,6 +31,7 @@ from bench.reference import ReferenceA2C
 from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.envs import make_vec_env
 from rlhelpers.networks import ActorCritic
+from rlhelpers.provenance import cpu_model
 from rlhelpers.trainer import Trainer
 
 ENV_ID = "PongNoFrameskip-v4"
@@ -115,15 +116,9 @@ def tiny_model(n_actions: int, critic_outputs: int) -> ActorCritic:
 
 def machine_info() -> dict[str, str]:
     """What the figures depend on: CPU, cores, threads, library versions, background load."""
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                 if line.startswith("model name")]
-        cpu = names[0] if names else cpu
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
     return {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "cores": str(os.cpu_count()),
         "torch threads": f"{torch.get_num_threads()} (torch's default; rows marked '1 torch thread' set 1)",
         "load average at start (1 min)": f"{load[0]:.2f}" if load[0] != "?" else "?",
