@@ -226,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        code = main()
+        sys.stdout.flush()  # inside the try: a buffered stdout would otherwise fail at exit, outside it
+        sys.exit(code)
     except BrokenPipeError:  # the reader left early, as in `status | head -3`: no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import typing
@@ -45,8 +46,10 @@ def test_campaign_passes_on_only_the_options_given() -> None:
 
 def test_status_piped_into_a_reader_that_leaves_early_shows_no_traceback(tmp_path: Path) -> None:
     # `true` exits at once, so the table is written into a closed pipe, as with `status | head -3`
+    # With a buffered stdout (PYTHONUNBUFFERED unset) the write fails only when the buffer is flushed.
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
     piped = subprocess.run(["bash", "-c", f"{sys.executable} -m rlhelpers status --runs-dir {tmp_path} | true"],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=120, env=env)
     assert piped.stderr == ""
 
 
