@@ -17,6 +17,7 @@ from rlhelpers.playback import (
     MAX_POLICY_BYTES,
     MAX_VIDEO_BYTES,
     POLICY_FILE,
+    Rescore,
     evaluate_policy_file,
     export_policy,
     load_policy,
@@ -61,8 +62,7 @@ def test_rescore_and_video(pong_run: Path, tmp_path: Path, capsys: pytest.Captur
     progress = capsys.readouterr().err
     assert "episodes: 100%" in progress and "2/2" in progress  # one tick per finished episode
     assert len(rescore.returns) == 2 and all(-21 <= r <= -15 for r in rescore.returns)  # untrained: loses
-    assert rescore.last_mean == -20.5 and rescore.consistent is (
-        abs(rescore.mean + 20.5) <= 1.96 * (rescore.sem ** 2 + rescore.last_sem ** 2) ** 0.5)
+    assert rescore.last_mean == -20.5 and rescore.consistent is not None
     video = record_video(pong_run, tmp_path / "agent.gif")
     frames = iio.imread(tmp_path / "agent.gif")
     assert 100 < len(frames) <= video["frames"]  # the GIF writer merges repeated frames
@@ -100,3 +100,10 @@ def test_an_oversized_video_is_refused_and_removed(pong_run: Path, tmp_path: Pat
     assert main(["evaluate", str(pong_run), "--video", str(tmp_path / "agent.gif"), "--video-scale", "0"]) == 2
     assert "--video-scale must be a positive integer" in capsys.readouterr().err
 
+
+
+def test_rescore_is_consistent_within_1_96_standard_errors_of_the_difference() -> None:
+    # |0 - 2.5| <= 1.96 * sqrt(1 + 1) = 2.77 < |0 - 3|
+    assert Rescore([], 0.0, 1.0, 2.5, 1.0).consistent is True
+    assert Rescore([], 0.0, 1.0, 3.0, 1.0).consistent is False
+    assert Rescore([], 0.0, 1.0, None, None).consistent is None  # the run has no evaluation to compare with

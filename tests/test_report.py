@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from rlhelpers import report
+from rlhelpers.config import parse_run_name
 from rlhelpers.discussion import (
     DISCUSSION,
     FASTER,
@@ -530,6 +531,21 @@ def test_a_run_is_finished_by_its_own_config(tmp_path: Path) -> None:
     rows = {r.run_name: r for r in report.summarize_runs(tmp_path)}
     assert rows["a2c_seed-0"].first_exceed_step == 1_000_000 and not rows["a2c_seed-0"].finished
     assert rows["a2c_seed-100"].finished and "a2c_seed-0" in report.incomplete_report_runs(list(rows.values()))
+
+
+@pytest.mark.parametrize("spoil", ["none", "unfinished", "other game"])
+def test_discussion_waits_for_six_finished_pong_runs(tmp_path: Path, spoil: str) -> None:
+    """A run short of its budget, or a run of another game under a report run's name, keeps it pending."""
+    curve = [-20.5 + 3 * i for i in range(11)]  # 0 to 10M, never above 18
+    records = [_record(*parse_run_name(name), curve) for name in expected_runs()]
+    if spoil == "unfinished":
+        records[-1]["history"].pop()
+    elif spoil == "other game":
+        records[-1]["config"]["env_id"] = "CartPole-v1"
+    _write_runs(tmp_path, records)
+    text = discussion_markdown(report.summarize_runs(tmp_path), load_histories(tmp_path), None)
+    assert text.startswith("**Discussion pending.**") is (spoil != "none")
+    assert (records[-1]["run_name"] in text) is (spoil != "none")
 
 
 def test_discussion_waits_for_all_six_runs(tmp_path: Path) -> None:

@@ -41,3 +41,23 @@ def test_config_is_validated_and_its_device_resolved_once(tmp_path: Path, monkey
                    show_progress=False)
     assert result.num_timesteps == 40
     assert calls == {"validate": 1, "resolve_device": 1}
+
+
+CARTPOLE = dict(algo="a2c", env_id="CartPole-v1", n_envs=4, eval_interval=200, n_eval_episodes=2, n_eval_envs=2,
+                wandb_mode="disabled", device="cpu")
+
+
+def test_a_run_that_passed_its_stop_return_is_not_trained_further(tmp_path: Path) -> None:
+    """Its policy is what the report holds for the later steps; a larger budget must not move it."""
+    settings = dict(CARTPOLE, stop_return=5.0, runs_dir=str(tmp_path))
+    first = train(TrainConfig(total_timesteps=400, **settings), show_progress=False)
+    assert (first.stop_reason, first.num_timesteps) == ("stop_return", 0)  # a random policy scores above 5
+    again = train(TrainConfig(total_timesteps=2_000, **settings), show_progress=False)
+    assert (again.stop_reason, again.num_timesteps, len(again.eval_history)) == ("stop_return", 0, 1)
+
+
+def test_a_budget_off_the_evaluation_grid_still_ends_with_an_evaluation(tmp_path: Path) -> None:
+    """As the report's 10M budget against evaluations every 300k: the last point is at the budget."""
+    result = train(TrainConfig(total_timesteps=500, stop_return=1e9, runs_dir=str(tmp_path), **CARTPOLE),
+                   show_progress=False)
+    assert [point["step"] for point in result.eval_history] == [0, 200, 400, 500]

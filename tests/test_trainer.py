@@ -16,6 +16,7 @@ from rlhelpers.checkpoint import RunDirectory
 from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.losses import state_value
+from rlhelpers.networks import sample_actions
 from rlhelpers.trainer import Trainer
 
 GAMMA = 0.9
@@ -49,6 +50,27 @@ TIMEOUT_ENV = "rlhelpers-test/TimeoutOnly-v0"  # every episode is cut by a time 
 TERMINATING_ENV = "rlhelpers-test/Terminating-v0"  # every episode terminates
 gym.register(TIMEOUT_ENV, entry_point=ConstantRewardEnv, max_episode_steps=EPISODE_STEPS)
 gym.register(TERMINATING_ENV, entry_point=ConstantRewardEnv, kwargs={"terminate_after": EPISODE_STEPS})
+
+
+class CounterEnv(gym.Env):
+    """Observation [t]; a seeded reset starts at t = seed % 3, so envs seeded 0, 1, 2 time out at different
+    steps, each when t reaches 6."""
+
+    observation_space = gym.spaces.Box(0.0, 100.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0 if seed is None else seed % 3
+        return np.array([self.t], np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        return np.array([self.t], np.float32), 0.0, False, self.t >= 6, {}
+
+
+COUNTER_ENV = "rlhelpers-test/Counter-v0"
+gym.register(COUNTER_ENV, entry_point=CounterEnv)
 
 
 def make_trainer(env_id: str, **overrides: Any) -> Trainer:
@@ -148,3 +170,50 @@ def test_a_checkpoint_of_another_format_is_refused() -> None:
             trainer.load_state_dict(state)
     finally:
         trainer.close()
+
+
+def test_truncations_bootstrap_from_each_timed_out_envs_true_last_observation() -> None:
+    """Bootstrapping from the next episode's first frame, or into another env's slot, fails here: the
+    envs time out at different steps and the last observation (6) differs from the first (0..2)."""
+    trainer = make_trainer(COUNTER_ENV, n_envs=3, n_steps=10)
+    try:
+        trainer.collect_rollout()
+        buf = trainer.buffer
+        timeouts = torch.zeros(10, 3, dtype=torch.bool)
+        for t, env in ((5, 0), (4, 1), (3, 2), (9, 2)):  # env i starts at t = i and is cut at 6, then every 6 steps
+            timeouts[t, env] = True
+        assert torch.equal(buf.truncated, timeouts) and not buf.terminated.any()
+        with torch.no_grad():
+            v_last, v_first = trainer._values(torch.tensor([[6.0], [0.0]]))
+        assert abs(float(v_last - v_first)) > 1e-3  # the two choices can be told apart
+        torch.testing.assert_close(buf.truncation_values, torch.where(timeouts, v_last, torch.zeros(())))
+    finally:
+        trainer.close()
+
+
+def test_update_clips_the_gradient_norm_before_the_optimizer_step_and_logs_it_unclipped() -> None:
+    max_norm = 1e-3
+    trainer = make_trainer("CartPole-v1", algo="task1", max_grad_norm=max_norm)
+    norms_at_step, optimizer_step = [], trainer.optimizer.step
+
+    def recording_step(*args: Any, **kwargs: Any) -> None:
+        grads = [p.grad.norm() for p in trainer.model.parameters() if p.grad is not None]
+        norms_at_step.append(float(torch.linalg.vector_norm(torch.stack(grads))))
+        return optimizer_step(*args, **kwargs)
+
+    trainer.optimizer.step = recording_step
+    try:
+        stats = trainer.train_iteration()
+    finally:
+        trainer.close()
+    assert stats["grad_norm"] > 10 * max_norm  # logged before clipping
+    assert len(norms_at_step) == 1 and norms_at_step[0] == pytest.approx(max_norm, rel=1e-4)
+
+
+def test_sample_actions_draws_from_the_softmax_of_each_row() -> None:
+    torch.manual_seed(0)
+    logits, n = torch.tensor([[0.0, 1.0, 2.0], [2.0, 0.0, -1.0]]), 100_000
+    actions = sample_actions(logits.repeat_interleave(n, 0)).view(2, n)
+    for row, probs in zip(actions, torch.softmax(logits, -1).double(), strict=True):
+        frequencies = torch.bincount(row, minlength=3).double() / n
+        assert ((frequencies - probs).abs() < 5 * (probs * (1 - probs) / n).sqrt()).all()  # within 5 s.e.
