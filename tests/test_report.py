@@ -139,7 +139,7 @@ def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
             first.kill()
             first.wait()
     before = _history(tmp_path, "a2c_seed-0")
-    assert before["history"] and before["history"][-1]["step"] >= 500
+    assert before["history"] and 500 <= before["history"][-1]["step"] < 2000, "killed before it finished"
 
     proc, nb = _papermill(tmp_path, "second.ipynb", params)
     _assert_report_ok(proc, nb, tmp_path, ["a2c_seed-0"])
