@@ -28,6 +28,7 @@ from rlhelpers.discussion import (
     SLOWER,
     WITHIN,
     _pair_verdict,
+    conclusion_figures,
     discussion_markdown,
     speed_figures,
 )
@@ -633,3 +634,46 @@ def test_the_discussion_template_types_no_number() -> None:
     prose = re.sub(r"\{[a-z0-9_]+\}", "", DISCUSSION).replace("Allen et al. 2017, arXiv 1709.00503", "")
     prose = re.sub(r"\b(task[12]|A2C|bf16|fp32|float32|float64)\b", "", prose)
     assert not re.findall(r".{0,20}\d.{0,20}", prose)
+
+
+CONCLUSION_VALUES = ("agreement_f64_rel", "critic_error_over_advantage_task1", "head_entropy_over_actor_task1",
+                     "head_entropy_over_actor_a2c", "encoder_critic_over_actor_task1",
+                     "encoder_critic_over_actor_a2c", "eps_share_policy_head_task1", "eps_share_policy_head_a2c")
+
+
+@pytest.mark.parametrize(("values", "name", "clause"), [
+    ({"agreement_f64_rel": [1e-15, 4e-15]}, "agreement_conclusion", "the same gradient up to rounding"),
+    ({"agreement_f64_rel": [1e-15, 1e-6]}, "agreement_conclusion", "further apart than rounding explains"),
+    ({"critic_error_over_advantage_task1": [2.0, 6.0]}, "critic_conclusion", "poorly resolved ranking"),
+    ({"critic_error_over_advantage_task1": [0.2, 0.9]}, "critic_conclusion", "the critic resolves"),
+    ({"critic_error_over_advantage_task1": [0.5, 2.0]}, "critic_conclusion", "at some stages"),
+    ({"head_entropy_over_actor_task1": [2.0], "head_entropy_over_actor_a2c": [0.1]}, "entropy_conclusion",
+     "pulls at least as hard as the actor"),
+    ({"head_entropy_over_actor_task1": [0.5], "head_entropy_over_actor_a2c": [0.1]}, "entropy_conclusion",
+     "weighs more on task1's policy"),
+    ({"head_entropy_over_actor_task1": [0.05], "head_entropy_over_actor_a2c": [0.1]}, "entropy_conclusion",
+     "weighs no more on task1's policy"),
+    ({"eps_share_policy_head_task1": [0.9], "eps_share_policy_head_a2c": [0.8]}, "regime_conclusion",
+     "plain gradient descent"),
+    ({"eps_share_policy_head_task1": [0.1], "eps_share_policy_head_a2c": [0.2]}, "regime_conclusion",
+     "largely divides the gradient's size away"),
+    ({"eps_share_policy_head_task1": [0.1], "eps_share_policy_head_a2c": [0.9]}, "regime_conclusion",
+     "the regimes differ between runs"),
+    ({"encoder_critic_over_actor_task1": [3.0], "encoder_critic_over_actor_a2c": [1.0]}, "encoder_conclusion",
+     "shaped more by its critic"),
+    ({"encoder_critic_over_actor_task1": [1.0], "encoder_critic_over_actor_a2c": [3.0]}, "encoder_conclusion",
+     "shaped no more by its critic"),
+])
+def test_each_conclusion_follows_its_values(values: dict, name: str, clause: str) -> None:
+    measured = {key: values.get(key, []) for key in CONCLUSION_VALUES}
+    conclusions = conclusion_figures({"pair_verdict": WITHIN}, measured)
+    assert clause in conclusions[name]
+    others = {key: text for key, text in conclusions.items() if key not in (name, "pair_conclusion")}
+    assert set(others.values()) == {MISSING}  # a conclusion without its values says n/a
+
+
+def test_pair_conclusion_follows_the_pair_verdict() -> None:
+    empty = {key: [] for key in CONCLUSION_VALUES}
+    assert "no more than two seeds" in conclusion_figures({"pair_verdict": WITHIN}, empty)["pair_conclusion"]
+    assert "only chance" in conclusion_figures({"pair_verdict": LARGER}, empty)["pair_conclusion"]
+    assert conclusion_figures({"pair_verdict": NOT_COMPARABLE}, empty)["pair_conclusion"] == MISSING
