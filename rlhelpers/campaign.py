@@ -29,6 +29,7 @@ from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_finished, mean_and_sem, stopped_early
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runlock import RunLock
+from rlhelpers.stopping import StopRequest
 
 # The report's runs in the order the campaign trains them: both seed-0 runs of a2c and task1 first.
 CAMPAIGN_RUNS = tuple((algo, seed) for seed in REPORT_SEEDS for algo in ALGOS)
@@ -148,6 +149,18 @@ def _start_run(algo: str, seed: int, runs_dir: Path, train_args: list[str]) -> s
                                 start_new_session=True, preexec_fn=_die_with_parent)
 
 
+def _reap_ended(running: dict[str, subprocess.Popen], runs_dir: Path, stopping: bool) -> list[str]:
+    """Forget the runs whose process ended, saying how; returns those that failed (not counting a stop)."""
+    failed = []
+    for name, process in list(running.items()):
+        if process.poll() is not None:
+            del running[name]
+            print(f"{name}: ended with exit code {process.returncode} (log: {runs_dir / name / TRAIN_LOG})")
+            if process.returncode != 0 and not stopping:
+                failed.append(name)
+    return failed
+
+
 def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0) -> int:
     """Train or resume every report run that is not finished, ``parallel`` at a time.
 
@@ -177,38 +190,25 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
             pending.append((algo, seed))
     running: dict[str, subprocess.Popen] = {}
     failed: list[str] = []
-    stopping = False
-
-    def request_stop(signum: int, frame: Any) -> None:
-        nonlocal stopping
-        stopping = True
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        while (pending and not stopping) or running:
-            for name, process in list(running.items()):
-                if process.poll() is not None:
-                    del running[name]
-                    print(f"{name}: ended with exit code {process.returncode} (log: {runs_dir / name / TRAIN_LOG})")
-                    if process.returncode != 0 and not stopping:
-                        failed.append(name)
-            while pending and not stopping and len(running) < parallel:
-                algo, seed = pending.pop(0)
-                name = format_run_name(algo, seed)
-                running[name] = _start_run(algo, seed, runs_dir, train_args)
-                print(f"{name}: started (pid {running[name].pid})")
-            if stopping:
-                for process in running.values():
-                    if process.poll() is None:
-                        process.send_signal(signal.SIGTERM)
-                for process in running.values():
-                    process.wait()
-                continue
-            lock.heartbeat()
-            time.sleep(poll_s)
+        with StopRequest((signal.SIGTERM, signal.SIGINT)) as stop:
+            while (pending and not stop.requested) or running:
+                failed += _reap_ended(running, runs_dir, stop.requested)
+                while pending and not stop.requested and len(running) < parallel:
+                    algo, seed = pending.pop(0)
+                    name = format_run_name(algo, seed)
+                    running[name] = _start_run(algo, seed, runs_dir, train_args)
+                    print(f"{name}: started (pid {running[name].pid})")
+                if stop.requested:  # the children checkpoint and exit on SIGTERM
+                    for process in running.values():
+                        if process.poll() is None:
+                            process.send_signal(signal.SIGTERM)
+                    for process in running.values():
+                        process.wait()
+                    continue
+                lock.heartbeat()
+                time.sleep(poll_s)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         lock.release()
     if failed:
         print(f"failed: {', '.join(failed)}; see their train.log", file=sys.stderr)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,7 @@ from rlhelpers.evaluation import evaluation_metrics, history_finished, mean_retu
 from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
 from rlhelpers.provenance import session_provenance
 from rlhelpers.runlock import RunLock
+from rlhelpers.stopping import StopRequest
 from rlhelpers.tracking import Tracker, new_run_id
 from rlhelpers.trainer import Trainer
 
@@ -71,26 +70,6 @@ class RunningMeans:
         means = {key: self.sums[key] / self.counts[key] if self.counts[key] else math.nan for key in sorted(self.sums)}
         self.sums, self.counts = {}, {}
         return means
-
-
-class _StopRequest:
-    """Turns SIGTERM into a request that the loop honours between updates: checkpoint, then return."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous = None
-
-    def __enter__(self) -> _StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.requested = True
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
 
 
 def _keep_saved_precision(config: TrainConfig, saved_record: dict[str, Any] | None) -> TrainConfig:
@@ -195,7 +174,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
         run_dir.write_history(_history_record(trainer, run_id))
         tracker = Tracker(config, run_id, metrics_log)
-        with _StopRequest() as stop, _progress_bar(trainer, show_progress) as bar:
+        with StopRequest() as stop, _progress_bar(trainer, show_progress) as bar:  # SIGTERM: checkpoint, return
             stop_reason = _train_loop(trainer, run_dir, lock, tracker, run_id, bar, stop)
         return RunResult(run_dir.path, trainer.num_timesteps, trainer.eval_history, stop_reason, tracker.url, run_id)
     except BaseException:
@@ -212,7 +191,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
 
 
 def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker: Tracker, run_id: str,
-                bar: tqdm, stop: _StopRequest) -> str:
+                bar: tqdm, stop: StopRequest) -> str:
     """Train until the budget is spent, an evaluation exceeds ``stop_return`` or SIGTERM; return why."""
     cfg = trainer.config
     if trainer.eval_history and mean_return(trainer.eval_history[-1]) > cfg.stop_return:

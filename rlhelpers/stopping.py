@@ -1,0 +1,34 @@
+"""Turning a stop signal into a flag that a loop checks between steps of work, so that it can finish
+cleanly (checkpoint, pass the signal on) instead of dying where it stands."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+
+class StopRequest:
+    """While entered, ``signals`` (SIGTERM by default) set ``requested`` instead of ending the process.
+
+    Handlers can only be installed from the main thread; elsewhere the signals keep their handlers and
+    ``requested`` stays False.
+    """
+
+    def __init__(self, signals: tuple[signal.Signals, ...] = (signal.SIGTERM,)) -> None:
+        self.signals = signals
+        self.requested = False
+        self._previous: dict[signal.Signals, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in self.signals}
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
