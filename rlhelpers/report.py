@@ -1,16 +1,12 @@
-"""What ``report.ipynb`` calls besides ``train`` and ``plot_comparison``: where the runs live, the W&B
-mode, the validated run config, the results table and the status of the analysis.
-
-Colab-only code is confined to ``_colab_mount_drive``, ``_colab_secret`` and
-``_colab_flush_and_unmount``; everything else runs, and is tested, on any machine.
+"""What ``report.ipynb`` shows besides training and the plots: the validated run config, the results
+table, the learning speed against the published curves, the measured facts, the agent's video and the
+status of the analysis. Where the runs live and how W&B is set up, on Colab or elsewhere, is ``colab``'s.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,111 +20,15 @@ from rlhelpers.findings import SEED_PAIRS, TASK_PAIRS
 from rlhelpers.plotting import (
     AGENT_GIF,
     ANALYSIS_JSON,
-    COMMITTED_RUNS,
     expected_runs,
     figures_dir,
     learning_curve,
     load_histories,
 )
-from rlhelpers.tracking import has_wandb_key, publish_command, resolve_wandb_mode
 
 REPORT_ONLY = "none"
-COLAB_DRIVE = "/content/drive"
-COLAB_RUNS_DIR = f"{COLAB_DRIVE}/MyDrive/rlhelpers/runs"
 REPORT_ENV_ID = "PongNoFrameskip-v4"
-WANDB_SECRET = "WANDB_API_KEY"
 _INT_PARAMS = ("seed", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes")
-
-
-def on_colab() -> bool:
-    """True inside a Google Colab notebook (its kernel imports ``google.colab`` at start-up)."""
-    return "google.colab" in sys.modules
-
-
-def _colab_mount_drive() -> None:
-    """Mount Google Drive at /content/drive (asks the user for permission in the Colab UI)."""
-    from google.colab import drive
-
-    drive.mount(COLAB_DRIVE)
-
-
-def _colab_secret(name: str) -> str | None:
-    """A Colab secret's value, or None when it is missing or the notebook may not read it."""
-    from google.colab import userdata
-
-    try:
-        return userdata.get(name)
-    except Exception as exc:  # SecretNotFoundError, NotebookAccessError, or no Colab UI (e.g. under papermill)
-        print(f"Colab secret {name} not available ({type(exc).__name__})")
-        return None
-
-
-def _colab_flush_and_unmount() -> None:
-    """Write everything pending to Google Drive and unmount it."""
-    from google.colab import drive
-
-    drive.flush_and_unmount()
-
-
-def _on_drive(runs_dir: str) -> bool:
-    return on_colab() and str(runs_dir).startswith(COLAB_DRIVE)
-
-
-def resolve_runs_dir(runs_dir: str | None) -> str:
-    """``runs_dir`` when given; otherwise a Google Drive folder on Colab and ``runs`` elsewhere.
-
-    On Colab, Drive is mounted whenever the runs directory lies on it.
-    """
-    if not runs_dir:
-        runs_dir = COLAB_RUNS_DIR if on_colab() else COMMITTED_RUNS
-    if _on_drive(runs_dir):
-        _colab_mount_drive()
-    return str(runs_dir)
-
-
-def flush_drive(runs_dir: str) -> None:
-    """On Colab with the runs on Google Drive: flush and unmount Drive, so that the last checkpoint and
-    history reach it before the runtime is deleted (Drive uploads in the background). Elsewhere nothing."""
-    if not (_on_drive(runs_dir) and os.path.ismount(COLAB_DRIVE)):
-        return
-    _colab_flush_and_unmount()
-    print(f"Google Drive flushed and unmounted: {runs_dir} is complete on Drive. Run all again to mount it again.")
-
-
-def upload_notice(mode: str, runs_dir: str) -> str:
-    """What the set-up cell says when W&B does not upload (``mode`` offline or disabled): that nothing is
-    uploaded, where the records are kept, and how to publish them later."""
-    where = f"{runs_dir}/<run>/metrics.jsonl and eval_history.json"
-    if _on_drive(runs_dir):
-        where += ", on Google Drive, so they survive a disconnect (W&B's own ./wandb folder does not)"
-    if on_colab():
-        later = (f"add the Colab secret {WANDB_SECRET} (key icon, Notebook access on), rerun the set-up cells, "
-                 f"then run `!{publish_command(runs_dir)}` in a new cell")
-    else:
-        later = f"run `wandb login` (or set {WANDB_SECRET}), then `{publish_command(runs_dir)}`"
-    reason = "" if has_wandb_key() else " (no API key found)"
-    return (f"W&B: {mode.upper()}{reason}. Nothing is uploaded to W&B now. Every metric and evaluation is kept "
-            f"with its run, in {where}. To publish the runs later: {later}.")
-
-
-def setup_wandb(mode: str | None, runs_dir: str = "runs") -> str:
-    """Choose the W&B mode and say which one is used.
-
-    On Colab the secret ``WANDB_API_KEY`` is copied into the environment (child processes inherit
-    it). ``mode`` None means online with a key and offline without one; an explicit ``online``
-    without a key is refused with an ``RLHelpersError`` instead of W&B's prompt. Without uploads the
-    message says how to publish the runs of ``runs_dir`` later.
-    """
-    if on_colab() and not os.environ.get(WANDB_SECRET):
-        key = _colab_secret(WANDB_SECRET)
-        if key:
-            os.environ[WANDB_SECRET] = key
-    resolved = resolve_wandb_mode(mode)
-    if resolved == "online" and not has_wandb_key():
-        raise RLHelpersError("wandb_mode 'online' needs an API key: add the Colab secret WANDB_API_KEY, "
-                             "set WANDB_API_KEY, run `wandb login`, or use wandb_mode 'offline'")
-    print("W&B: online" if resolved == "online" else upload_notice(resolved, runs_dir))
-    return resolved
 
 
 def run_config(algo: str, **params: Any) -> TrainConfig | None:

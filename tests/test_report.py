@@ -248,76 +248,14 @@ def test_wrong_algo_fails_with_clear_error(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
-def test_setup_wandb_reads_the_colab_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WANDB_API_KEY", "")  # restored (removed) after the test
-    monkeypatch.setattr(report, "on_colab", lambda: True)
-    monkeypatch.setattr(report, "_colab_secret", lambda name: "k" * 40 if name == "WANDB_API_KEY" else None)
-    assert report.setup_wandb(None) == "online"
-    assert os.environ["WANDB_API_KEY"] == "k" * 40
-
-
-def test_setup_wandb_falls_back_to_offline_visibly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture) -> None:
-    monkeypatch.setenv("WANDB_API_KEY", "")
-    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setattr(report, "on_colab", lambda: True)
-    monkeypatch.setattr(report, "_colab_secret", lambda name: None)
-    assert report.setup_wandb(None, report.COLAB_RUNS_DIR) == "offline"
-    out = capsys.readouterr().out
-    assert out.startswith("W&B: OFFLINE (no API key found). Nothing is uploaded to W&B now.")
-    assert f"{report.COLAB_RUNS_DIR}/<run>/metrics.jsonl and eval_history.json, on Google Drive" in out
-    assert (f"add the Colab secret WANDB_API_KEY (key icon, Notebook access on), rerun the set-up cells, then run "
-            f"`!python -m rlhelpers publish --runs-dir {report.COLAB_RUNS_DIR}` in a new cell") in out
-    assert "wandb sync" not in out
-    with pytest.raises(RLHelpersError, match="needs an API key"):
-        report.setup_wandb("online")
-
-    monkeypatch.setattr(report, "on_colab", lambda: False)
-    assert report.setup_wandb("disabled", "my runs") == "disabled"
-    out = capsys.readouterr().out
-    assert out.startswith("W&B: DISABLED (no API key found). Nothing is uploaded")
-    assert "run `wandb login` (or set WANDB_API_KEY), then `python -m rlhelpers publish --runs-dir 'my runs'`" in out
-
-
-def test_flush_drive_only_on_colab_with_the_runs_on_drive(monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture) -> None:
-    flushed = []
-    monkeypatch.setattr(report, "_colab_flush_and_unmount", lambda: flushed.append(True))
-    monkeypatch.setattr(report.os.path, "ismount", lambda path: path == report.COLAB_DRIVE)
-    monkeypatch.setattr(report, "on_colab", lambda: False)
-    report.flush_drive("runs")
-    monkeypatch.setattr(report, "on_colab", lambda: True)
-    report.flush_drive("/content/local-runs")
-    assert flushed == [] and capsys.readouterr().out == ""
-    report.flush_drive(report.COLAB_RUNS_DIR)
-    assert flushed == [True]
-    assert capsys.readouterr().out.startswith(f"Google Drive flushed and unmounted: {report.COLAB_RUNS_DIR}")
-    monkeypatch.setattr(report.os.path, "ismount", lambda path: False)  # already unmounted: nothing to do
-    report.flush_drive(report.COLAB_RUNS_DIR)
-    assert flushed == [True]
-
-
 def test_notebook_setup_and_last_cell() -> None:
     """The set-up says what the requirements are (lower bounds) and the last code cell flushes Drive."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
     setup = next(cell.source for cell in nb.cells if cell.source.startswith("## Set-up"))
     assert "pinned" not in setup and "lower bounds" in setup
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
-    assert code[-1].source == "report.flush_drive(runs_dir)"
+    assert code[-1].source == "colab.flush_drive(runs_dir)"
     assert all(not cell.outputs and cell.execution_count is None for cell in code), "saved without outputs"
-
-
-def test_runs_dir_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    mounted = []
-    monkeypatch.setattr(report, "_colab_mount_drive", lambda: mounted.append(True))
-    monkeypatch.setattr(report, "on_colab", lambda: False)
-    assert report.resolve_runs_dir(None) == "runs"
-    assert report.resolve_runs_dir("elsewhere") == "elsewhere"
-    monkeypatch.setattr(report, "on_colab", lambda: True)
-    assert report.resolve_runs_dir(None) == report.COLAB_RUNS_DIR and mounted == [True]
-    assert report.resolve_runs_dir("/content/drive/MyDrive/other") == "/content/drive/MyDrive/other"
-    assert report.resolve_runs_dir("/content/local") == "/content/local" and mounted == [True, True]
 
 
 def test_run_config_casts_papermill_floats() -> None:
