@@ -61,16 +61,6 @@ def _pooled(by_step: dict[int, list[float]]) -> tuple[np.ndarray, np.ndarray, np
             np.array([len(by_step[step]) for step in steps]))
 
 
-def learning_curve(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per evaluation step: the mean over all episodes of all given runs, its standard error
-    (std with ddof=1 over the pooled episodes / sqrt(n)), and n."""
-    by_step: dict[int, list[float]] = {}
-    for record in records:
-        for point in record["history"]:
-            by_step.setdefault(int(point["step"]), []).extend(point["returns"])
-    return _pooled(by_step)
-
-
 @dataclass
 class AlgoCurve:
     """One algorithm's curve over its seeds, with held evaluations of the seeds that stopped early."""
@@ -83,7 +73,8 @@ class AlgoCurve:
 
 
 def algo_curve(records: list[dict[str, Any]]) -> AlgoCurve:
-    """Mean and standard error over the pooled episodes of all seeds at each evaluation step.
+    """Mean and standard error (std with ddof=1 over the pooled episodes / sqrt(n)) over the pooled
+    episodes of all seeds at each evaluation step; for one run, its own curve.
 
     A seed that stopped early keeps contributing its last evaluation at later steps (its policy no
     longer changes), so no point silently becomes the mean of fewer seeds. The curve ends at the

@@ -20,9 +20,9 @@ from rlhelpers.findings import SEED_PAIRS, TASK_PAIRS
 from rlhelpers.plotting import (
     AGENT_GIF,
     ANALYSIS_JSON,
+    algo_curve,
     expected_runs,
     figures_dir,
-    learning_curve,
     load_histories,
 )
 
@@ -129,7 +129,8 @@ def summarize_runs(runs_dir: str | Path, threshold: float = 18.0,
     for name, record in sorted(load_histories(runs_dir).items(), key=lambda item: _run_order(item[0])):
         if not record.get("history"):
             continue
-        steps, means, sems, counts = learning_curve([record])
+        curve = algo_curve([record])
+        steps, means, sems, counts = curve.steps, curve.means, curve.sems, curve.counts
         best = int(means.argmax())
         config = record.get("config", {})
         seconds = record["history"][-1].get("train_seconds")

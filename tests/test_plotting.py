@@ -13,7 +13,6 @@ from rlhelpers.plotting import (
     DIAGNOSTICS,
     algo_curve,
     figures_dir,
-    learning_curve,
     plot_comparison,
     plot_diagnostics,
 )
@@ -94,10 +93,11 @@ def test_explained_variance_axis_starts_at_minus_one(tmp_path) -> None:
     assert "axis from -1" in ax.get_title()
 
 
-def test_learning_curve_pools_seeds_with_standard_error() -> None:
+def test_algo_curve_pools_seeds_with_standard_error() -> None:
     seed0 = record("a2c", 0, [{"step": 0, "returns": [-21.0, -20.0, -19.0]}, {"step": 300, "returns": [1.0, 3.0]}])
     seed100 = record("a2c", 100, [{"step": 0, "returns": [-21.0, -21.0, -20.0]}, {"step": 300, "returns": [5.0, 7.0]}])
-    steps, means, sems, counts = learning_curve([seed0, seed100])
+    curve = algo_curve([seed0, seed100])
+    steps, means, sems, counts = curve.steps, curve.means, curve.sems, curve.counts
     pooled0 = np.array([-21.0, -20.0, -19.0, -21.0, -21.0, -20.0])
     assert steps.tolist() == [0, 300] and counts.tolist() == [6, 4]
     assert math.isclose(means[0], pooled0.mean()) and math.isclose(means[1], 4.0)
