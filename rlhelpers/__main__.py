@@ -187,41 +187,45 @@ def _runs_dir(path: str) -> str:
     return path
 
 
+def _status(args: argparse.Namespace) -> int:
+    from rlhelpers.campaign import status_table
+
+    print(status_table(_runs_dir(args.runs_dir)))
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from rlhelpers.publish import publish_runs
+
+    publish_runs(args.runs_dir, args.mode, args.project, args.entity)
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from rlhelpers.checkpoint import HISTORY_FILE
+    from rlhelpers.plotting import COMPARISON_PNG, figures_dir, plot_comparison
+
+    out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
+    if out.suffix.lower() not in PLOT_FORMATS:
+        raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
+    if not any(Path(_runs_dir(args.runs_dir)).glob(f"*/{HISTORY_FILE}")):
+        raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot")
+    _, missing = plot_comparison(args.runs_dir, out)
+    print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
+    return 0
+
+
+COMMANDS = {"train": _train, "campaign": _campaign, "status": _status, "plot": _plot, "publish": _publish,
+            "evaluate": _evaluate, "analyze": _analyze}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "train":
-            return _train(args)
-        if args.command == "campaign":
-            return _campaign(args)
-        if args.command == "status":
-            from rlhelpers.campaign import status_table
-
-            print(status_table(_runs_dir(args.runs_dir)))
-            return 0
-        if args.command == "evaluate":
-            return _evaluate(args)
-        if args.command == "analyze":
-            return _analyze(args)
-        if args.command == "publish":
-            from rlhelpers.publish import publish_runs
-
-            publish_runs(args.runs_dir, args.mode, args.project, args.entity)
-            return 0
-        from rlhelpers.checkpoint import HISTORY_FILE
-        from rlhelpers.plotting import COMPARISON_PNG, figures_dir, plot_comparison
-
-        out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
-        if out.suffix.lower() not in PLOT_FORMATS:
-            raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
-        if not any(Path(_runs_dir(args.runs_dir)).glob(f"*/{HISTORY_FILE}")):
-            raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot")
-        _, missing = plot_comparison(args.runs_dir, out)
-        print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
+        return COMMANDS[args.command](args)
     except RLHelpersError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":
