@@ -65,15 +65,15 @@ def mean_and_sem(returns: list[float]) -> tuple[float, float]:
     return float(values.mean()), float(sem)
 
 
-def mean_return(record: dict[str, Any]) -> float:
-    """Mean evaluation return of one history record."""
-    return float(np.mean(record["returns"]))
+def mean_return(evaluation: dict[str, Any]) -> float:
+    """Mean return of one evaluation (``{"step", "returns", "lengths", ...}``, an entry of a history)."""
+    return float(np.mean(evaluation["returns"]))
 
 
-def evaluation_metrics(record: dict[str, Any]) -> dict[str, float]:
+def evaluation_metrics(evaluation: dict[str, Any]) -> dict[str, float]:
     """What one evaluation contributes to W&B and metrics.jsonl: mean, std (ddof 0) and mean length."""
-    return {"eval/mean_return": mean_return(record), "eval/std_return": float(np.std(record["returns"])),
-            "eval/mean_length": float(np.mean(record["lengths"]))}
+    return {"eval/mean_return": mean_return(evaluation), "eval/std_return": float(np.std(evaluation["returns"])),
+            "eval/mean_length": float(np.mean(evaluation["lengths"]))}
 
 
 def stopped_early(record: dict[str, Any], stop_return: float | None = None) -> bool:
