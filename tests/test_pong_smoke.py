@@ -3,11 +3,13 @@ dtypes, score ranges, clipped training rewards (not learning)."""
 
 import json
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from rlhelpers.config import TrainConfig, resolve_config
+from rlhelpers.envs import ATARI_ENTRY_POINT, final_observations, make_vec_env
 from rlhelpers.run import train
 from rlhelpers.trainer import Trainer
 
@@ -65,3 +67,25 @@ def test_atari_rewards_are_clipped_to_their_sign_for_training() -> None:
         torch.testing.assert_close(trainer.buffer.rewards.cpu(), torch.as_tensor(np.sign(rollout)))
     finally:
         trainer.close()
+
+
+def test_ale_final_observations_are_the_cut_episodes_last_frames() -> None:
+    """ALE's dense final_obs, through envs.final_observations: each env's true last stack (its previous
+    stack shifted by one frame), not the new episode's first one, and in the order of the ended envs."""
+    gym.register("rlhelpers-test/PongShort-v4", entry_point=ATARI_ENTRY_POINT,
+                 kwargs={"game": "pong", "max_num_frames_per_episode": 200})
+    env = make_vec_env("rlhelpers-test/PongShort-v4", 2)
+    try:
+        obs, _ = env.reset(seed=0)
+        for _ in range(200):
+            previous = obs
+            obs, _, terminated, truncated, info = env.step(np.array([0, 2]))  # NOOP and UP: the envs differ
+            ended = np.flatnonzero(terminated | truncated)
+            if len(ended):
+                break
+    finally:
+        env.close()
+    assert truncated.any() and not np.array_equal(previous[0], previous[1])
+    final = final_observations(info, ended)
+    np.testing.assert_array_equal(final[:, :3], previous[ended, 1:])
+    assert not np.array_equal(obs[ended, :3], previous[ended, 1:])  # what step returned is the next episode's
