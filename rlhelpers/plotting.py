@@ -3,7 +3,6 @@ the training diagnostics, and where a runs directory's figures go."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from rlhelpers.checkpoint import HISTORY_FILE
+from rlhelpers.checkpoint import HISTORY_FILE, RunDirectory
 from rlhelpers.config import ALGOS, REPORT_SEEDS, format_run_name
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import mean_and_sem, mean_return, stopped_early
@@ -43,7 +42,7 @@ def load_histories(runs_dir: str | Path) -> dict[str, dict[str, Any]]:
     """eval_history.json records of every run directory under ``runs_dir``, keyed by run name."""
     records = {}
     for path in sorted(Path(runs_dir).glob(f"*/{HISTORY_FILE}")):
-        record = json.loads(path.read_text())
+        record = RunDirectory(path.parent).read_history()  # an unreadable one is an RLHelpersError naming it
         records[record.get("run_name", path.parent.name)] = record
     return records
 

@@ -61,3 +61,13 @@ def test_status_and_plot_refuse_a_runs_dir_that_holds_nothing(tmp_path: Path, ca
     assert f"no runs directory {tmp_path / 'typo'}" in capsys.readouterr().err
     assert main(["plot", "--runs-dir", str(tmp_path), "--out", str(out)]) == 2  # exists, but no run in it
     assert "nothing to plot" in capsys.readouterr().err and not out.exists()
+
+
+def test_plot_names_an_unreadable_history(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from rlhelpers.__main__ import main
+
+    (tmp_path / "a2c_seed-0").mkdir()
+    (tmp_path / "a2c_seed-0" / "eval_history.json").write_text('{"history": [')  # cut off mid-write
+    assert main(["plot", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "comparison.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 'a2c_seed-0' / 'eval_history.json'} is unreadable")
