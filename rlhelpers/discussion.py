@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGO_DEFAULTS, ALGOS, parse_run_name
+from rlhelpers.config import ALGO_DEFAULTS, ALGOS, expected_runs, parse_run_name
 from rlhelpers.findings import MISSING, discussion_figures, gradient_values, pair_gaps, per_seed
-from rlhelpers.plotting import algo_curve, expected_runs, held_returns
+from rlhelpers.plotting import algo_curve, held_returns
 from rlhelpers.report import (
     PLATEAU,
     PUBLISHED_A2C,

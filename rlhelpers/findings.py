@@ -29,20 +29,14 @@ A figure with no data behind it yet reads ``n/a``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGO_DEFAULTS, ALGOS, REPORT_SEEDS, format_run_name, parse_run_name
+from rlhelpers.config import ALGO_DEFAULTS, ALGOS, SEED_PAIRS, TASK_PAIRS, expected_runs, parse_run_name
 from rlhelpers.evaluation import history_divergence
-from rlhelpers.plotting import expected_runs
+from rlhelpers.report import RunSummary
 
-if TYPE_CHECKING:
-    from rlhelpers.report import RunSummary
-
-# Same-seed task1/task2 pairs, and for scale the two seeds of each algorithm.
-TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
-SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
 MISSING = "n/a"
 
 

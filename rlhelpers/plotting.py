@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rlhelpers.checkpoint import HISTORY_FILE, RunDirectory
-from rlhelpers.config import ALGOS, REPORT_SEEDS, format_run_name
+from rlhelpers.config import ALGOS, REPORT_SEEDS, expected_runs
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import mean_and_sem, mean_return, stopped_early
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
@@ -45,11 +45,6 @@ def load_histories(runs_dir: str | Path) -> dict[str, dict[str, Any]]:
         record = RunDirectory(path.parent).read_history()  # an unreadable one is an RLHelpersError naming it
         records[record.get("run_name", path.parent.name)] = record
     return records
-
-
-def expected_runs(algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[str]:
-    """Run names the report is made of: every algo with every seed."""
-    return [format_run_name(algo, seed) for algo in algos for seed in seeds]
 
 
 def _pooled(by_step: dict[int, list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -13,15 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGOS, TrainConfig, validate
+from rlhelpers.config import ALGOS, SEED_PAIRS, TASK_PAIRS, TrainConfig, expected_runs, validate
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_divergence, history_finished
-from rlhelpers.findings import SEED_PAIRS, TASK_PAIRS
 from rlhelpers.plotting import (
     AGENT_GIF,
     ANALYSIS_JSON,
     algo_curve,
-    expected_runs,
     figures_dir,
     load_histories,
 )

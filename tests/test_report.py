@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from rlhelpers import report
-from rlhelpers.config import parse_run_name
+from rlhelpers.config import expected_runs, parse_run_name
 from rlhelpers.discussion import (
     DISCUSSION,
     FASTER,
@@ -35,7 +35,7 @@ from rlhelpers.discussion import (
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_divergence
 from rlhelpers.findings import MISSING, discussion_figures
-from rlhelpers.plotting import expected_runs, load_histories
+from rlhelpers.plotting import load_histories
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"
