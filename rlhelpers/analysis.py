@@ -54,6 +54,7 @@ through a stop-gradient). Their count is reported with each result.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rlhelpers.checkpoint import RunDirectory, load_model
+from rlhelpers.checkpoint import SNAPSHOT_PATTERN, RunDirectory, load_model
 from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.losses import LOSSES, state_value
@@ -320,13 +321,20 @@ def shared_stage_snapshots(run_dirs: list[Path], n_stages: int) -> dict[Path, li
     return {run_dir: [found[step] for step in sorted({*picks, max(found)})] for run_dir, found in steps.items()}
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, seed: int = 7,
-                 burn_in_steps: int = 1000, gap_steps: int = 100, show_progress: bool = False) -> dict[str, Any]:
+                 burn_in_steps: int = 1000, gap_steps: int = 100, show_progress: bool = False,
+                 previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every measurement above for each run's snapshots under ``runs_dir``.
 
     Snapshots: ``n_stages`` per run, chosen by ``shared_stage_snapshots``. States: ``collect_batch``'s
     ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``, after ``burn_in_steps``
-    and separated by ``gap_steps`` unrecorded steps per env.
+    and separated by ``gap_steps`` unrecorded steps per env. A snapshot's entry in ``previous`` (earlier
+    results) is kept instead of measured again when the method, the settings and the snapshot file's
+    SHA-256 are the same; the optimizer regime is always read anew.
     """
     runs_dir = Path(runs_dir)
     stages = shared_stage_snapshots(sorted(p for p in runs_dir.glob("*") if p.is_dir()), n_stages)
@@ -334,14 +342,20 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     if not staged:
         raise RLHelpersError(f"no model snapshots under {runs_dir}/*/snapshots/: they are written while training "
                              "and are not committed")
-    results: dict[str, Any] = {"method": __doc__, "n_rollouts": n_rollouts, "n_stages": n_stages, "env_seed": seed,
-                               "burn_in_steps": burn_in_steps, "gap_steps": gap_steps, "snapshots": {}}
-    newest: dict[Path, tuple[ActorCritic, TrainConfig]] = {}  # each run's last measured snapshot
+    settings = {"method": __doc__, "n_rollouts": n_rollouts, "env_seed": seed, "burn_in_steps": burn_in_steps,
+                "gap_steps": gap_steps}
+    same_settings = previous is not None and all(previous.get(key) == value for key, value in settings.items())
+    reusable = previous["snapshots"] if same_settings else {}
+    results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {}}
     for run_dir, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
+        key, digest = f"{run_dir.name}@{int(SNAPSHOT_PATTERN.match(path.name).group(1))}", _sha256(path)
+        if reusable.get(key, {}).get("snapshot_sha256") == digest:
+            results["snapshots"][key] = reusable[key]
+            continue
         model, config, step = load_model(path)
-        newest[run_dir] = model, config
         batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
-        entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision}
+        entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision,
+                                 "snapshot_sha256": digest}
         if config.algo == "a2c":
             entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch, config.batch_size)
         else:
@@ -350,11 +364,12 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
         entry["bf16_agreement"] = bf16_agreement(model, config.algo, batch, config)
         entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
         entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
-        results["snapshots"][f"{run_dir.name}@{step}"] = entry
+        results["snapshots"][key] = entry
     regimes = {}
-    for run_dir, (model, config) in newest.items():
+    for run_dir, paths in stages.items():
         state = RunDirectory(run_dir).load_latest_checkpoint()
         if state is not None:
+            model, config, _ = load_model(paths[-1])  # for the parameter groups; v is the checkpoint's
             regimes[run_dir.name] = {"step": int(state["num_timesteps"]),
                                      **optimizer_regime(model, state["optimizer"], config.rms_eps)}
     results["optimizer_regime"] = regimes
@@ -363,10 +378,14 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
 
 def write_analysis(runs_dir: str | Path, out: str | Path | None = None, n_rollouts: int = 4, n_stages: int = 4,
                    show_progress: bool = False) -> tuple[Path, dict[str, Any]]:
-    """``analyze_runs`` saved as JSON to ``out`` (default: analysis.json in the runs' ``figures_dir``);
-    returns the path and the results."""
-    results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress)
+    """``analyze_runs`` saved as JSON to ``out`` (default: analysis.json in the runs' ``figures_dir``),
+    keeping the entries of the results already there that still hold; returns the path and the results."""
     out = Path(out) if out is not None else figures_dir(runs_dir) / ANALYSIS_JSON
+    try:
+        previous = json.loads(out.read_text()) if out.exists() else None
+    except ValueError:  # cut off or not ours: measure everything anew and replace it
+        previous = None
+    results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress, previous=previous)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     return out, results

@@ -147,6 +147,28 @@ def test_bf16_gradient_is_close_to_but_not_float32() -> None:
     assert 0.99 < result["cosine"] < 1.0 and result["relative_difference"] > 0
 
 
+def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tmp_path, monkeypatch) -> None:
+    import rlhelpers.analysis as analysis
+
+    train(TrainConfig(algo="task1", env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,
+                      n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path),
+                      wandb_mode="disabled", device="cpu"), show_progress=False)
+    settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
+    first = analyze_runs(tmp_path, **settings)
+    measured = []
+    collect = analysis.collect_batch
+    monkeypatch.setattr(analysis, "collect_batch", lambda model, config, *args: measured.append(1)
+                        or collect(model, config, *args))
+    again = analyze_runs(tmp_path, **settings, previous=json.loads(json.dumps(first)))
+    assert again == first and measured == []  # nothing measured twice; the regime is read anew, the same
+    assert analyze_runs(tmp_path, **{**settings, "gap_steps": 6}, previous=first)["gap_steps"] == 6
+    assert len(measured) == 2  # other settings: both snapshots measured again
+    snapshots = tmp_path / "task1_seed-0" / "snapshots"
+    (snapshots / "model-000000000400.pt").write_bytes((snapshots / "model-000000000000.pt").read_bytes())
+    analyze_runs(tmp_path, **settings, previous=first)
+    assert len(measured) == 3  # the rewritten file only
+
+
 def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     for algo in ("a2c", "task1", "task2"):
         train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,
