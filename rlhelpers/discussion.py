@@ -47,7 +47,11 @@ above {plateau}) and when its evaluation first passed {threshold}:
 
 The published A2C curves with these hyperparameters leave {plateau} at about {published_leave}
 steps and pass {threshold} at about {published_pass}. Against those ranges, our A2C's leaving the
-plateau is {a2c_leave_against}; its passing {threshold} is {a2c_pass_against}.
+plateau is {a2c_leave_against}; its passing {threshold} is {a2c_pass_against}. The two are read
+differently: the published figures are where a training curve, averaged over recent training episodes,
+first crosses; ours come from separate evaluations, leaving the plateau counts only once every later
+evaluation stays above it (later than a first crossing for the same learning), and passing
+{threshold} counts at the first single evaluation above it (earlier, since one lucky evaluation is enough).
 
 Over the evaluations up to {compared_until} steps, which every algorithm's curve reached, the mean
 return of the seed-averaged curve is {curve_mean_a2c} for A2C, {curve_mean_task1} for task1 and
