@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
         "analyze", help="measure the report's gradient facts on the runs' snapshots; write a JSON",
         description="On states visited by each snapshot's own policy: task1 vs task2 actor gradients (float32, "
                     "float64), the all-action vs sampled-action estimator variance and signal-to-noise, A2C's "
-                    "estimator, bf16 vs fp32, and the gradient norm of each weighted loss term.")
+                    "estimator, bf16 vs fp32, and the gradient norm of each weighted loss term. Snapshots already "
+                    "in the JSON, measured the same way, keep their entries; delete it to measure all anew.")
     analyze_parser.add_argument("--runs-dir", default="runs",
                                 help="directory holding the run directories (default: runs)")
     analyze_parser.add_argument("--out", default=None,
@@ -230,9 +231,10 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     try:
-        code = main()
-        sys.stdout.flush()  # inside the try: a buffered stdout would otherwise fail at exit, outside it
-        sys.exit(code)
+        try:
+            sys.exit(main())
+        finally:  # argparse's --help and errors exit from inside main; flush here, not at exit, outside the try
+            sys.stdout.flush()
     except BrokenPipeError:  # the reader left early, as in `status | head -3`: no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.metadata
 import json
 import math
 from dataclasses import dataclass
@@ -321,6 +322,10 @@ def shared_stage_snapshots(run_dirs: list[Path], n_stages: int) -> dict[Path, li
     return {run_dir: [found[step] for step in sorted({*picks, max(found)})] for run_dir, found in steps.items()}
 
 
+# Raise whenever a measurement above changes, so that analyze does not keep results measured the old way.
+METHOD_VERSION = 1
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -342,10 +347,13 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     if not staged:
         raise RLHelpersError(f"no model snapshots under {runs_dir}/*/snapshots/: they are written while training "
                              "and are not committed")
-    settings = {"method": __doc__, "n_rollouts": n_rollouts, "env_seed": seed, "burn_in_steps": burn_in_steps,
-                "gap_steps": gap_steps}
-    same_settings = previous is not None and all(previous.get(key) == value for key, value in settings.items())
-    reusable = previous["snapshots"] if same_settings else {}
+    settings = {"method": __doc__, "method_version": METHOD_VERSION, "n_rollouts": n_rollouts, "env_seed": seed,
+                "burn_in_steps": burn_in_steps, "gap_steps": gap_steps,
+                "libraries": {name: importlib.metadata.version(name) for name in ("torch", "gymnasium", "ale-py")}}
+    same_settings = isinstance(previous, dict) and all(previous.get(key) == value for key, value in settings.items())
+    reusable = previous.get("snapshots") if same_settings else None
+    reusable = {key: entry for key, entry in reusable.items() if isinstance(entry, dict)} \
+        if isinstance(reusable, dict) else {}
     results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {}}
     for run_dir, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
         key, digest = f"{run_dir.name}@{int(SNAPSHOT_PATTERN.match(path.name).group(1))}", _sha256(path)

@@ -9,6 +9,7 @@ and settles what ``auto`` means on this machine (device, precision).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from rlhelpers.networks import PRECISIONS, resolve_precision
 ALGOS = ("a2c", "task1", "task2")
 REPORT_SEEDS = (0, 100)  # the report's two seeds of every algorithm
 RUN_NAME_SEPARATOR = "_seed-"
+RUN_NAME_PATTERN = re.compile(rf"^(?P<algo>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-9]+)$")
 
 
 def format_run_name(algo: str, seed: int) -> str:
@@ -40,10 +42,10 @@ SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
 
 def parse_run_name(name: str) -> tuple[str, int]:
     """``(algo, seed)`` from a ``format_run_name`` name."""
-    algo, separator, seed = name.rpartition(RUN_NAME_SEPARATOR)
-    if not separator or not seed.lstrip("-").isdigit():
+    match = RUN_NAME_PATTERN.match(name)
+    if match is None or format_run_name(match["algo"], int(match["seed"])) != name:
         raise ValueError(f"{name!r} is not a run name of the form <algo>{RUN_NAME_SEPARATOR}<seed>")
-    return algo, int(seed)
+    return match["algo"], int(match["seed"])
 
 ALGO_DEFAULTS: dict[str, dict[str, float]] = {
     "a2c": {"lr": 7e-4, "pg_coef": 1.0, "vf_coef": 0.25, "ent_coef": 0.01},
@@ -109,7 +111,7 @@ class TrainConfig:
         default=1_000_000,
         metadata={"help": "environment steps between model-weight snapshots (snapshots/, for the analysis)"},
     )
-    device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda"})
+    device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda, mps"})
     precision: str = field(
         default="auto",
         metadata={"help": "encoder arithmetic: fp32, bf16, or auto (bf16 on a CPU with native bfloat16, else fp32)"},

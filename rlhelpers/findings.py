@@ -12,7 +12,7 @@ text can name them instead of typing numbers by hand:
 - from the gradient measurements (ranges over snapshots, ``gradient_values`` holding the values):
   ``agreement_f32_min_cosine``, ``agreement_f32_max_rel``, ``agreement_f64_max_rel``, ``variance_ratio``
   (sampled over all-action batch variance), ``snr_all_action``, ``snr_sampled``, ``snr_a2c`` (batch of
-  80), ``encoder_critic_over_actor_<algo>``, ``head_entropy_over_actor_<algo>`` (the entropy term's
+  one rollout), ``encoder_critic_over_actor_<algo>``, ``head_entropy_over_actor_<algo>`` (the entropy term's
   gradient on the policy head over the actor term's), ``advantage_rms_<algo>`` (the advantage the actor
   follows), ``critic_error_over_advantage_<algo>`` (for the Q critics: their error against the n-step
   returns over their spread across the actions), ``head_actor_a2c_over_task1`` (a2c's weighted actor-term
@@ -96,11 +96,15 @@ def pair_gaps(histories: dict[str, dict[str, Any]]) -> dict[str, float | None]:
 
 
 def divergence_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Where task1 and task2 of one seed part, and the ``pair_gaps`` to one decimal."""
+    """Where task1 and task2 of one seed part, and the ``pair_gaps`` to one decimal (two when the task and
+    seed gaps differ but would print alike)."""
     divergence = _divergences(histories)
     parted = [f"{_millions(divergence[pair]['last_identical_step'], 'never identical')} "
               f"(seed {parse_run_name(pair[0])[1]})" for pair in TASK_PAIRS if pair in divergence]
-    gaps = {name: _one(value, ".1f") for name, value in pair_gaps(histories).items()}
+    gaps = pair_gaps(histories)
+    task_pair, seed_pair = gaps["task_pair_gap"], gaps["seed_pair_gap"]
+    tie = None not in (task_pair, seed_pair) and f"{task_pair:.1f}" == f"{seed_pair:.1f}" and task_pair != seed_pair
+    gaps = {name: _one(value, ".2f" if tie and name != "gap_sem" else ".1f") for name, value in gaps.items()}
     return {"task_pair_identical_until": "; ".join(parted) or MISSING, **gaps}
 
 

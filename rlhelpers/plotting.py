@@ -43,7 +43,8 @@ def load_histories(runs_dir: str | Path) -> dict[str, dict[str, Any]]:
     records = {}
     for path in sorted(Path(runs_dir).glob(f"*/{HISTORY_FILE}")):
         record = RunDirectory(path.parent).read_history()  # an unreadable one is an RLHelpersError naming it
-        records[record.get("run_name", path.parent.name)] = record
+        record.setdefault("run_name", path.parent.name)
+        records[record["run_name"]] = record
     return records
 
 

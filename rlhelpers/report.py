@@ -256,8 +256,9 @@ def analysis_status(rows: list[RunSummary]) -> str:
 
 def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
                      recompute: bool = False) -> dict[str, Any] | None:
-    """The gradient facts: measured anew on the runs' snapshots and saved when ``recompute`` is set
-    (about half an hour on a CPU for the report's runs), else the saved JSON; None when there is neither.
+    """The gradient facts: measured on the runs' snapshots and saved when ``recompute`` is set (about half
+    an hour on a CPU for the report's runs; snapshots already in the saved JSON keep their entries, see
+    ``analysis.write_analysis``), else the saved JSON; None when there is neither.
     ``path`` defaults to ``analysis.json`` in the runs' ``figures_dir``."""
     from rlhelpers.analysis import write_analysis
 

@@ -169,6 +169,26 @@ def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tm
     assert len(measured) == 3  # the rewritten file only
 
 
+def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tmp_path, monkeypatch) -> None:
+    import rlhelpers.analysis as analysis
+
+    train(TrainConfig(algo="a2c", env_id="CartPole-v1", total_timesteps=200, n_envs=4, eval_interval=200,
+                      n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path / "runs"),
+                      wandb_mode="disabled", device="cpu"), show_progress=False)
+    measured = []
+    collect = analysis.collect_batch
+    monkeypatch.setattr(analysis, "collect_batch", lambda *args: measured.append(1) or collect(*args))
+    out = tmp_path / "analysis.json"
+    _, first = analysis.write_analysis(tmp_path / "runs", out, n_rollouts=1, n_stages=2)
+    assert len(measured) == 2  # snapshots at 0 and 200
+    _, again = analysis.write_analysis(tmp_path / "runs", out, n_rollouts=1, n_stages=2)
+    assert len(measured) == 2 and again == first  # read back from the file, nothing measured again
+    for foreign in ("[]", '{"snapshots": null}', '{"a2c_seed-0@0": 1}', "not json"):
+        out.write_text(foreign)
+        analysis.write_analysis(tmp_path / "runs", out, n_rollouts=1, n_stages=2)
+    assert len(measured) == 2 + 4 * 2 and json.loads(out.read_text()) == first
+
+
 def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     for algo in ("a2c", "task1", "task2"):
         train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,

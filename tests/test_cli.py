@@ -48,9 +48,10 @@ def test_status_piped_into_a_reader_that_leaves_early_shows_no_traceback(tmp_pat
     # `true` exits at once, so the table is written into a closed pipe, as with `status | head -3`
     # With a buffered stdout (PYTHONUNBUFFERED unset) the write fails only when the buffer is flushed.
     env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
-    piped = subprocess.run(["bash", "-c", f"{sys.executable} -m rlhelpers status --runs-dir {tmp_path} | true"],
-                           capture_output=True, text=True, timeout=120, env=env)
-    assert piped.stderr == ""
+    for command in (f"status --runs-dir {tmp_path}", "train --help"):  # --help exits from inside argparse
+        piped = subprocess.run(["bash", "-c", f"{sys.executable} -m rlhelpers {command} | true"],
+                               capture_output=True, text=True, timeout=120, env=env)
+        assert piped.stderr == "", command
 
 
 def test_status_and_plot_refuse_a_runs_dir_that_holds_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

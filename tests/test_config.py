@@ -33,6 +33,6 @@ def test_run_names_round_trip() -> None:
     assert format_run_name("task1", 100) == "task1_seed-100" == TrainConfig(algo="task1", seed=100).run_name
     assert parse_run_name("task1_seed-100") == ("task1", 100)
     assert parse_run_name("my_algo_seed-7") == ("my_algo", 7)
-    for name in ("task1", "task1_seed-", "task1_seed-x"):
+    for name in ("task1", "task1_seed-", "task1_seed-x", "_seed-0", "task1_seed-007", "task1_seed---1"):
         with pytest.raises(ValueError, match="not a run name"):
             parse_run_name(name)

@@ -70,8 +70,8 @@ def test_atari_rewards_are_clipped_to_their_sign_for_training() -> None:
 
 
 def test_ale_final_observations_are_the_cut_episodes_last_frames() -> None:
-    """ALE's dense final_obs, through envs.final_observations: each env's true last stack (its previous
-    stack shifted by one frame), not the new episode's first one, and in the order of the ended envs."""
+    """ALE's dense final_obs, through envs.final_observations: each env's own true last stack (its previous
+    stack shifted by one frame; the two envs' frames differ, so a mix-up shows), not the next episode's first."""
     gym.register("rlhelpers-test/PongShort-v4", entry_point=ATARI_ENTRY_POINT,
                  kwargs={"game": "pong", "max_num_frames_per_episode": 200})
     env = make_vec_env("rlhelpers-test/PongShort-v4", 2)

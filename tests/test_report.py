@@ -548,6 +548,20 @@ def test_pair_verdict_compares_the_unrounded_gaps() -> None:
     assert _pair_verdict({"task_pair_gap": 0.5, "seed_pair_gap": None, "gap_sem": None}) == NOT_COMPARABLE
 
 
+def test_gaps_that_round_alike_are_printed_and_judged_unrounded(tmp_path: Path) -> None:
+    """task2 runs 0.84 above task1 once they part, seed 100 runs 0.76 below seed 0: 0.8 and 0.8 to one decimal."""
+    base = [-20.5 + 2 * i for i in range(11)]  # to -0.5 at 10M: every run finished by its budget
+    records = []
+    for seed, shift in ((0, 0.0), (100, -0.76)):
+        curve = [m + shift for m in base]
+        records += [_record("a2c", seed, curve), _record("task1", seed, curve),
+                    _record("task2", seed, curve[:4] + [m + 0.84 for m in curve[4:]])]
+    _write_runs(tmp_path, records)
+    prose = " ".join(discussion_markdown(report.summarize_runs(tmp_path), load_histories(tmp_path), None).split())
+    assert "mean returns are 0.84 points apart on average, against 0.76 between" in prose
+    assert f"The task1/task2 gap is {LARGER} the seed-to-seed gap" in prose
+
+
 @pytest.mark.parametrize(("task1_shift", "task2_shift", "verdict"), [
     (0.0, 0.0, "did not buy faster learning"),
     (30.0, 30.0, "bought faster learning"),
