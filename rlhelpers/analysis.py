@@ -385,15 +385,16 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
 
 
 def write_analysis(runs_dir: str | Path, out: str | Path | None = None, n_rollouts: int = 4, n_stages: int = 4,
-                   show_progress: bool = False) -> tuple[Path, dict[str, Any]]:
+                   show_progress: bool = False, **settings: int) -> tuple[Path, dict[str, Any]]:
     """``analyze_runs`` saved as JSON to ``out`` (default: analysis.json in the runs' ``figures_dir``),
-    keeping the entries of the results already there that still hold; returns the path and the results."""
+    keeping the entries of the results already there that still hold; returns the path and the results.
+    ``settings`` are ``analyze_runs``' other settings (``seed``, ``burn_in_steps``, ``gap_steps``)."""
     out = Path(out) if out is not None else figures_dir(runs_dir) / ANALYSIS_JSON
     try:
         previous = json.loads(out.read_text()) if out.exists() else None
     except ValueError:  # cut off or not ours: measure everything anew and replace it
         previous = None
-    results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress, previous=previous)
+    results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress, previous=previous, **settings)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
     return out, results

@@ -179,13 +179,14 @@ def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tm
     collect = analysis.collect_batch
     monkeypatch.setattr(analysis, "collect_batch", lambda *args: measured.append(1) or collect(*args))
     out = tmp_path / "analysis.json"
-    _, first = analysis.write_analysis(tmp_path / "runs", out, n_rollouts=1, n_stages=2)
+    settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
+    _, first = analysis.write_analysis(tmp_path / "runs", out, **settings)
     assert len(measured) == 2  # snapshots at 0 and 200
-    _, again = analysis.write_analysis(tmp_path / "runs", out, n_rollouts=1, n_stages=2)
+    _, again = analysis.write_analysis(tmp_path / "runs", out, **settings)
     assert len(measured) == 2 and again == first  # read back from the file, nothing measured again
     for foreign in ("[]", '{"snapshots": null}', '{"a2c_seed-0@0": 1}', "not json"):
         out.write_text(foreign)
-        analysis.write_analysis(tmp_path / "runs", out, n_rollouts=1, n_stages=2)
+        analysis.write_analysis(tmp_path / "runs", out, **settings)
     assert len(measured) == 2 + 4 * 2 and json.loads(out.read_text()) == first
 
 
