@@ -41,7 +41,9 @@ def test_resume_continues_history_and_wandb_run(tmp_path, monkeypatch) -> None:
     assert again.num_timesteps == 6_000 and again.eval_history == second.eval_history
 
 
-def test_resume_restores_training_state_exactly(tmp_path) -> None:
+def test_checkpoint_holds_the_update_count_and_the_optimizer_state(tmp_path) -> None:
+    """What a resume needs besides the weights (that the resumed update is the original's is checked in
+    test_trainer.py)."""
     train(cartpole(tmp_path, 2_000), show_progress=False)
     state = RunDirectory(tmp_path / "task2_seed-0").load_latest_checkpoint()
     assert state["n_updates"] == 2_000 // 20
