@@ -351,9 +351,9 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
                 "burn_in_steps": burn_in_steps, "gap_steps": gap_steps,
                 "libraries": {name: importlib.metadata.version(name) for name in ("torch", "gymnasium", "ale-py")}}
     same_settings = isinstance(previous, dict) and all(previous.get(key) == value for key, value in settings.items())
-    reusable = previous.get("snapshots") if same_settings else None
-    reusable = {key: entry for key, entry in reusable.items() if isinstance(entry, dict)} \
-        if isinstance(reusable, dict) else {}
+    earlier = previous.get("snapshots") if same_settings else None
+    reusable = ({key: entry for key, entry in earlier.items() if isinstance(entry, dict)}
+                if isinstance(earlier, dict) else {})
     results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {}}
     for run_dir, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
         key, digest = f"{run_dir.name}@{int(SNAPSHOT_PATTERN.match(path.name).group(1))}", _sha256(path)

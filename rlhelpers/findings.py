@@ -82,7 +82,10 @@ def pair_gaps(histories: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     """After task1 and task2 of one seed part: their mean absolute gap (``task_pair_gap``), the gap between
     two seeds of one algorithm at the same evaluation steps (``seed_pair_gap``) and the typical standard
     error of one gap (``gap_sem``); None where the runs are missing."""
-    divergence = _divergences(histories)
+    return _pair_gaps(_divergences(histories))
+
+
+def _pair_gaps(divergence: dict[tuple[str, str], dict[str, Any]]) -> dict[str, float | None]:
     task_steps = {step for pair in TASK_PAIRS if pair in divergence for step in divergence[pair]["mean_gap"]}
 
     def mean_over_task_steps(pairs: tuple[tuple[str, str], ...], key: str) -> float | None:
@@ -101,7 +104,7 @@ def divergence_figures(histories: dict[str, dict[str, Any]]) -> dict[str, str]:
     divergence = _divergences(histories)
     parted = [f"{_millions(divergence[pair]['last_identical_step'], 'never identical')} "
               f"(seed {parse_run_name(pair[0])[1]})" for pair in TASK_PAIRS if pair in divergence]
-    gaps = pair_gaps(histories)
+    gaps = _pair_gaps(divergence)
     task_pair, seed_pair = gaps["task_pair_gap"], gaps["seed_pair_gap"]
     tie = None not in (task_pair, seed_pair) and f"{task_pair:.1f}" == f"{seed_pair:.1f}" and task_pair != seed_pair
     gaps = {name: _one(value, ".2f" if tie and name != "gap_sem" else ".1f") for name, value in gaps.items()}
