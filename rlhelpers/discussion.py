@@ -14,8 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGO_DEFAULTS, ALGOS, expected_runs, parse_run_name
-from rlhelpers.findings import MISSING, discussion_figures, gradient_values, pair_gaps, per_seed
+from rlhelpers.config import ALGOS, expected_runs, parse_run_name
+from rlhelpers.findings import (
+    MISSING,
+    config_values,
+    discussion_figures,
+    gradient_values,
+    hardware,
+    pair_gaps,
+    per_seed,
+)
 from rlhelpers.plotting import algo_curve, held_returns
 from rlhelpers.report import (
     PLATEAU,
@@ -101,7 +109,7 @@ evaluation here is {task1_best}.
 
 **Limits.** Two seeds per algorithm, so the spread between runs is known only roughly: the plot's
 standard-error band pools the two seeds' episodes and leaves that spread out (the thin per-seed lines
-show it); a budget of {budget} steps per run; the encoder in {precisions} on a CPU (the bf16 and fp32
+show it); a budget of {budget} steps per run; the encoder in {precisions} on {hardware} (the bf16 and fp32
 gradients on the same batches have a cosine of at least {bf16_min_cosine}); the gradient measurements
 use {measured_states} states per snapshot, played by the snapshot's own policy, and treat a batch's
 states as independent.
@@ -223,21 +231,15 @@ def discussion_markdown(rows: list[RunSummary], histories: dict[str, dict[str, A
         published_leave=f"{leave[0] / 1e6:g}–{leave[1] / 1e6:g}M",
         published_pass=f"{pass_target[0] / 1e6:g}–{pass_target[1] / 1e6:g}M",
         mac_pong=f"{MAC_PONG:g}", mac_n_steps=str(MAC_N_STEPS),
-        n_steps=_config_values(histories, report_rows, "n_steps"),
+        n_steps=config_values(histories, report_rows, "n_steps"),
         budget=", ".join(f"{step / 1e6:g}M" for step in sorted({r.total_timesteps for r in report_rows})),
         precisions=", ".join(sorted({r.precision for r in report_rows})),
-        lr_ratio=f"{ALGO_DEFAULTS['task1']['lr'] / ALGO_DEFAULTS['a2c']['lr']:.1f}",
-        rms_eps=_config_values(histories, report_rows, "rms_eps"),
+        hardware=hardware(report_rows, histories),
+        rms_eps=config_values(histories, report_rows, "rms_eps"),
         pair_verdict=_pair_verdict(pair_gaps(histories)),
     )
     figures.update(conclusion_figures(figures, gradient_values(results)))
     return DISCUSSION.format(**figures)
-
-
-def _config_values(histories: dict[str, dict[str, Any]], rows: list[RunSummary], key: str) -> str:
-    """Each distinct value of a config field over the report runs (``n/a`` where it is not recorded)."""
-    values = {histories[r.run_name]["config"].get(key) for r in rows}
-    return ", ".join(sorted(MISSING if value is None else format(value, "g") for value in values))
 
 
 def _pair_verdict(gaps: dict[str, float | None]) -> str:

@@ -21,7 +21,8 @@ text can name them instead of typing numbers by hand:
   checkpoint) and ``bf16_min_cosine``; all but the agreement and bf16 figures leave out step 0, the
   untrained initialisation; and ``measured_states`` (states per snapshot) and ``batch_states`` (the
   batch the variances are given for);
-- each algorithm's loss coefficients: ``pg_coef_<algo>``, ``ent_coef_<algo>``, ``lr_<algo>``.
+- each algorithm's loss coefficients as its runs' configs hold them: ``pg_coef_<algo>``, ``ent_coef_<algo>``,
+  ``lr_<algo>``, and ``lr_ratio`` (task1's learning rate over A2C's).
 
 A figure with no data behind it yet reads ``n/a``.
 """
@@ -33,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGO_DEFAULTS, ALGOS, SEED_PAIRS, TASK_PAIRS, expected_runs, parse_run_name
+from rlhelpers.config import ALGOS, SEED_PAIRS, TASK_PAIRS, expected_runs, parse_run_name
 from rlhelpers.evaluation import history_divergence
 from rlhelpers.report import RunSummary
 
@@ -181,14 +182,34 @@ def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
     return figures
 
 
-def coefficient_figures() -> dict[str, str]:
-    """Each algorithm's actor and entropy weights and learning rate, as the runs use them by default."""
-    return {f"{name}_{algo}": format(value, "g") for algo, defaults in ALGO_DEFAULTS.items()
-            for name, value in defaults.items() if name in ("pg_coef", "ent_coef", "lr")}
+def config_values(histories: dict[str, dict[str, Any]], rows: list[RunSummary], key: str) -> str:
+    """Each distinct value of a config field over ``rows``' runs (``n/a`` where it is not recorded)."""
+    values = {histories[r.run_name]["config"].get(key) for r in rows}
+    return ", ".join(sorted(MISSING if value is None else format(value, "g") for value in values)) or MISSING
+
+
+def coefficient_figures(rows: list[RunSummary], histories: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each algorithm's actor and entropy weights and learning rate as its runs were trained, and
+    ``lr_ratio``, task1's learning rate over A2C's when each has a single one."""
+    by_algo = {algo: [r for r in rows if parse_run_name(r.run_name)[0] == algo] for algo in ALGOS}
+    figures = {f"{name}_{algo}": config_values(histories, algo_rows, name)
+               for algo, algo_rows in by_algo.items() for name in ("pg_coef", "ent_coef", "lr")}
+    lrs = {algo: {histories[r.run_name]["config"].get("lr") for r in algo_rows} for algo, algo_rows in by_algo.items()}
+    single = {algo: lr for algo, values in lrs.items() if len(values) == 1 for lr in values if lr is not None}
+    figures["lr_ratio"] = (_one(single["task1"] / single["a2c"], ".1f") if {"task1", "a2c"} <= single.keys()
+                           else MISSING)
+    return figures
+
+
+def hardware(rows: list[RunSummary], histories: dict[str, dict[str, Any]]) -> str:
+    """Each distinct device that trained ``rows``' runs, as ``device (model)`` from their provenance."""
+    devices = {f"{session.get('device', MISSING)} ({session.get('device_name', MISSING)})"
+               for r in rows for session in histories[r.run_name].get("provenance") or []}
+    return ", ".join(sorted(devices)) or MISSING
 
 
 def discussion_figures(rows: list[RunSummary], histories: dict[str, dict[str, Any]],
                        results: dict[str, Any] | None) -> dict[str, str]:
     """Every figure the discussion quotes, by name (see the module docstring)."""
     return {**learning_figures(rows), **divergence_figures(histories), **gradient_figures(results),
-            **coefficient_figures()}
+            **coefficient_figures(rows, histories)}

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from rlhelpers import report
-from rlhelpers.config import expected_runs, parse_run_name
+from rlhelpers.config import ALGO_DEFAULTS, expected_runs, parse_run_name
 from rlhelpers.discussion import (
     DISCUSSION,
     FASTER,
@@ -330,7 +330,7 @@ def _record(algo: str, seed: int, means: list[float], every: int = 1_000_000) ->
     """An eval_history.json record with two returns per evaluation, mean ± 1, every ``every`` steps."""
     return {"run_name": f"{algo}_seed-{seed}",
             "config": {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "total_timesteps": 10_000_000,
-                       "stop_return": 18.0},
+                       "stop_return": 18.0, **ALGO_DEFAULTS[algo]},
             "history": [{"step": i * every, "returns": [m - 1.0, m + 1.0], "lengths": [800, 800]}
                         for i, m in enumerate(means)]}
 
@@ -444,8 +444,7 @@ def test_discussion_figures_come_from_the_histories_and_the_measurements(tmp_pat
     assert (figures["pg_coef_a2c"], figures["pg_coef_task1"], figures["ent_coef_task2"]) == ("1", "0.1", "0.001")
 
     empty = discussion_figures([], {}, None)
-    coefficients = {name for name in figures if name.startswith(("pg_coef_", "ent_coef_", "lr_"))}
-    assert set(empty) == set(figures) and {empty[name] for name in set(empty) - coefficients} == {MISSING}
+    assert set(empty) == set(figures) and set(empty.values()) == {MISSING}
 
 
 TASK_CURVE = [-20.5, -20.5, -20.0, -19.0, -17.0, -15.0, -14.0, -12.0, -11.0, -10.0, -9.0]
@@ -495,8 +494,11 @@ def test_discussion_waits_for_all_six_runs(tmp_path: Path) -> None:
 
 def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     records = _six_runs()
-    for record in records:
-        record["config"].update(n_steps=5, rms_eps=1e-5)
+    for record in records:  # the coefficients and hardware quoted are the runs' own, not the defaults
+        record["config"].update(n_steps=5, rms_eps=1e-5, precision="fp32")
+        if record["config"]["algo"] != "a2c":
+            record["config"].update(lr=1.4e-3, ent_coef=0.002)
+        record["provenance"] = [{"device": "cpu", "device_name": "Test CPU"}]
     other = _record("a2c", 1, [-20.0])  # a run outside the report, with other settings: not quoted
     other["config"].update(n_steps=20, total_timesteps=300_000)
     _write_runs(tmp_path, [*records, other])
@@ -536,7 +538,8 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     assert "task1's shared features are shaped more by its critic" in prose  # 200 against 30
     assert ("v lies below ε for 99% of task1's policy-head parameters and 80% of A2C's: there the step is "
             "close to plain gradient descent") in prose
-    assert "A2C's actor term puts a gradient 30 times task1's" in prose and "makes up a factor of 2.1" in prose
+    assert "A2C's actor term puts a gradient 30 times task1's" in prose and "makes up a factor of 2.0" in prose
+    assert "task1's larger learning rate (0.0014 against 0.0007)" in prose and "fp32 on cpu (Test CPU)" in prose
     assert "ε = 1e-05." in prose
     assert "a budget of 10M steps per run" in prose and "(seed 1)" not in prose
 
