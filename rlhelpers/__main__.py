@@ -17,12 +17,24 @@ RUN_FIELDS = ("algo", "seed")  # set per run by the campaign
 PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
-def _option_type(hint: object) -> type:
-    """The argparse type of a TrainConfig field's type hint: int, float or str (``X | None`` gives X)."""
+def whole_number(text: str) -> int:
+    """An integer option's value, also written as a whole float: ``10000000``, ``1e7`` or ``1_000_000``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(value)
+
+
+def _option_type(hint: object) -> typing.Callable[[str], object]:
+    """The argparse type of a TrainConfig field's type hint: a whole number, float or str (``X | None``
+    gives X)."""
     types = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
     if len(types) != 1 or types[0] not in (int, float, str):
         raise TypeError(f"TrainConfig field type {hint!r} has no command-line form: use int, float or str")
-    return types[0]
+    return whole_number if types[0] is int else types[0]
 
 
 def _option(name: str) -> str:
@@ -74,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     status_parser.add_argument("--runs-dir", default="runs",
                                help="directory holding the run directories (default: runs)")
     plot_parser = commands.add_parser("plot", help="draw the comparison plot from the runs present",
-                                      description="Draw the comparison plot from every eval_history.json found.")
+                                      description="Draw the comparison plot from every eval_history.json found "
+                                                  "(the runs must all be of one environment).")
     plot_parser.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
     plot_parser.add_argument("--out", default=None,
                              help="image to write, .png, .pdf or .svg (default: comparison.png in figures/ for "
@@ -108,7 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
         "analyze", help="measure the report's gradient facts on the runs' snapshots; write a JSON",
         description="On states visited by each snapshot's own policy: task1 vs task2 actor gradients (float32, "
                     "float64), the all-action vs sampled-action estimator variance and signal-to-noise, A2C's "
-                    "estimator, bf16 vs fp32, and the gradient norm of each weighted loss term. Snapshots already "
+                    "estimator, bf16 vs fp32, the gradient norm of each weighted loss term and the size of the "
+                    "advantage the actor follows; from each run's newest checkpoint, the share of parameters "
+                    "whose RMSprop mean square lies below epsilon. Snapshots already "
                     "in the JSON, measured the same way, keep their entries; delete it to measure all anew.")
     analyze_parser.add_argument("--runs-dir", default="runs",
                                 help="directory holding the run directories (default: runs)")

@@ -114,7 +114,8 @@ class TrainConfig:
     device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda, mps"})
     precision: str = field(
         default="auto",
-        metadata={"help": "encoder arithmetic: fp32, bf16, or auto (bf16 on a CPU with native bfloat16, else fp32)"},
+        metadata={"help": "encoder arithmetic: fp32, bf16, or auto (a saved run's own; for a new run bf16 on a CPU "
+                          "with native bfloat16, else fp32)"},
     )
     torch_threads: int = field(
         default=0, metadata={"help": "CPU threads for torch; 0 keeps torch's default (1 helps on a busy machine)"}

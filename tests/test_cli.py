@@ -34,9 +34,17 @@ def test_defaults_are_the_dataclass_defaults_and_bad_types_are_refused(capsys: p
     args = vars(build_parser().parse_args(["train"]))
     del args["command"]
     assert TrainConfig(**args) == TrainConfig()
-    with pytest.raises(SystemExit) as refused:
-        build_parser().parse_args(["train", "--seed", "1.5"])
-    assert refused.value.code == 2 and "--seed: invalid int value: '1.5'" in capsys.readouterr().err
+    for value, error in (("1.5", "not a whole number: '1.5'"), ("ten", "invalid integer: 'ten'")):
+        with pytest.raises(SystemExit) as refused:
+            build_parser().parse_args(["train", "--seed", value])
+        assert refused.value.code == 2 and f"argument --seed: {error}" in capsys.readouterr().err
+
+
+def test_integer_options_take_whole_numbers_in_float_notation() -> None:
+    """``--total-timesteps 1e7`` as papermill's ``-p total_timesteps 1e7`` does."""
+    args = build_parser().parse_args(["train", "--total-timesteps", "1e7", "--n-envs", "8.0", "--seed", "1_00"])
+    assert (args.total_timesteps, args.n_envs, args.seed) == (10_000_000, 8, 100)
+    assert type(args.total_timesteps) is int
 
 
 def test_campaign_passes_on_only_the_options_given() -> None:
