@@ -358,7 +358,9 @@ def agent_video_html(runs_dir: str | Path, rows: list[RunSummary], gif: str | Pa
     with_policy = [r for r in rows if (Path(runs_dir) / r.run_name / POLICY_FILE).exists()]
     if not gif.exists():
         if not with_policy:
-            return "<p><em>No committed policy yet: the video appears once a run's policy.pt exists.</em></p>"
+            return ("<p><em>No committed policy yet: the video appears once a run's policy.pt exists "
+                    "(<code>python -m rlhelpers evaluate &lt;runs_dir&gt;/&lt;run&gt; --export</code> writes it "
+                    "from the run's newest snapshot).</em></p>")
         best = max(with_policy, key=lambda r: r.last_mean)
         record_video(Path(runs_dir) / best.run_name, gif)
     data = base64.b64encode(gif.read_bytes()).decode()
