@@ -72,17 +72,17 @@ def algo_curve(records: list[dict[str, Any]]) -> AlgoCurve:
     episodes of all seeds at each evaluation step; for one run, its own curve.
 
     A seed that stopped early keeps contributing its last evaluation at later steps (its policy no
-    longer changes), so no point silently becomes the mean of fewer seeds. The curve ends at the
-    last step that every seed still training has reached.
+    longer changes), and a step that not every seed evaluated (seeds trained with different
+    evaluation intervals) is left out, so no point silently becomes the mean of fewer seeds. The curve
+    ends at the last step that every seed still training has reached.
     """
     stopped = {r["run_name"]: int(r["history"][-1]["step"]) for r in records if stopped_early(r)}
     ends = [int(r["history"][-1]["step"]) for r in records if r["run_name"] not in stopped]
     end = min(ends) if ends else max(stopped.values())
     all_steps = sorted({int(p["step"]) for r in records for p in r["history"] if int(p["step"]) <= end})
-    by_step: dict[int, list[float]] = {}
-    for record in records:
-        for step, returns in held_returns(record, all_steps).items():
-            by_step.setdefault(step, []).extend(returns)
+    per_seed = [held_returns(record, all_steps) for record in records]
+    by_step = {step: [ret for returns in per_seed for ret in returns[step]] for step in all_steps
+               if all(step in returns for returns in per_seed)}
     return AlgoCurve(*_pooled(by_step), stopped)
 
 

@@ -47,6 +47,15 @@ def test_a_seed_still_training_ends_the_curve_where_it_is() -> None:
     assert curve.steps.tolist() == [0, 100] and curve.counts.tolist() == [4, 4] and curve.stopped == {}
 
 
+def test_a_step_only_one_seed_evaluated_is_left_out() -> None:
+    """Seeds evaluated every 100 and every 150 steps share only steps 0 and 300."""
+    often = record("task2", 0, points([-20.0, -19.0, -18.0, -17.0]))
+    rarely = record("task2", 100, points([-20.0, -19.0, -16.0], every=150))
+    curve = algo_curve([often, rarely])
+    assert curve.steps.tolist() == [0, 300] and curve.counts.tolist() == [4, 4]
+    assert curve.means.tolist() == [-20.0, -16.5]
+
+
 def test_plot_marks_the_stopped_seed_and_says_so(tmp_path) -> None:
     for rec in (record("a2c", 0, points([-20.0, 19.0])), record("a2c", 100, points([-20.0, 0.0, 5.0]))):
         run = tmp_path / rec["run_name"]
