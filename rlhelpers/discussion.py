@@ -109,8 +109,8 @@ evaluation here is {task1_best}.
 
 **Limits.** Two seeds per algorithm, so the spread between runs is known only roughly: the plot's
 standard-error band pools the two seeds' episodes and leaves that spread out (the thin per-seed lines
-show it); a budget of {budget} steps per run; the encoder in {precisions} on {hardware} (the bf16 and fp32
-gradients on the same batches have a cosine of at least {bf16_min_cosine}); the gradient measurements
+show it); a budget of {budget} steps per run; the encoder in {precisions} on {hardware}, where the bf16
+and fp32 gradients on the same batches have a cosine of at least {bf16_min_cosine}; the gradient measurements
 use {measured_states} states per snapshot, played by the snapshot's own policy, and treat a batch's
 states as independent.
 """

@@ -39,10 +39,11 @@ from rlhelpers.evaluation import history_divergence
 from rlhelpers.report import RunSummary
 
 MISSING = "n/a"
+DEVICE_KINDS = {"cpu": "CPU", "cuda": "GPU", "mps": "Apple GPU"}  # torch device type -> reader's word
 
 
 def _millions(step: int | None, missing: str) -> str:
-    return missing if step is None else f"{step / 1e6:.1f}M"
+    return missing if step is None else "step 0" if step == 0 else f"{step / 1e6:.1f}M"
 
 
 def _one(value: float | None, fmt: str) -> str:
@@ -50,11 +51,12 @@ def _one(value: float | None, fmt: str) -> str:
 
 
 def _span(values: list[float], fmt: str) -> str:
-    """``"low–high"`` of ``values`` formatted with ``fmt`` (one value if they agree), or ``n/a``."""
+    """``"low–high"`` of ``values`` formatted with ``fmt`` (``"low to high"`` from a negative low; one
+    value if they agree), or ``n/a``."""
     if not values:
         return MISSING
     low, high = format(min(values), fmt), format(max(values), fmt)
-    return low if low == high else f"{low}–{high}"
+    return low if low == high else f"{low} to {high}" if min(values) < 0 else f"{low}–{high}"
 
 
 def per_seed(rows: list[RunSummary], algo: str, describe: Callable[[RunSummary], str]) -> str:
@@ -202,9 +204,12 @@ def coefficient_figures(rows: list[RunSummary], histories: dict[str, dict[str, A
 
 
 def hardware(rows: list[RunSummary], histories: dict[str, dict[str, Any]]) -> str:
-    """Each distinct device that trained ``rows``' runs, as ``device (model)`` from their provenance."""
-    devices = {f"{session.get('device', MISSING)} ({session.get('device_name', MISSING)})"
-               for r in rows for session in histories[r.run_name].get("provenance") or []}
+    """Each distinct device that trained ``rows``' runs, as ``CPU <model>`` or ``GPU <model>``, from their
+    provenance."""
+    devices = set()
+    for session in (s for r in rows for s in histories[r.run_name].get("provenance") or []):
+        device = str(session.get("device", MISSING)).split(":")[0]
+        devices.add(f"{DEVICE_KINDS.get(device, device)} {session.get('device_name', MISSING)}")
     return ", ".join(sorted(devices)) or MISSING
 
 

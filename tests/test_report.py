@@ -351,8 +351,8 @@ def test_learning_speed_against_the_published_ranges(tmp_path: Path) -> None:
     assert [r.left_plateau for r in rows] == [3_000_000, 2_000_000, 2_000_000]
     text = report.learning_speed_markdown(rows)
     assert "| a2c_seed-0 | 7,000,000 | 3,000,000 | later | 7,000,000 | within |" in text
-    assert "| a2c_seed-100 | 10,000,000 | 2,000,000 | within | not yet | later (not by 10,000,000) |" in text
-    assert "| task1_seed-0 | 2,000,000 | 2,000,000 | within | not yet | open (not by 2,000,000) |" in text
+    assert "| a2c_seed-100 | 10,000,000 | 2,000,000 | within | not yet | later, not reached by 10,000,000 |" in text
+    assert "| task1_seed-0 | 2,000,000 | 2,000,000 | within | not yet | open, not reached by 2,000,000 |" in text
     assert report.learning_speed_markdown([]) == "_No run with an evaluation found._"
 
 
@@ -447,6 +447,17 @@ def test_discussion_figures_come_from_the_histories_and_the_measurements(tmp_pat
     assert set(empty) == set(figures) and set(empty.values()) == {MISSING}
 
 
+def test_figures_read_well_at_step_zero_and_below_zero(tmp_path: Path) -> None:
+    _write_runs(tmp_path, [_record("task1", 0, [-21.0, -20.0]), _record("task2", 0, [-21.0, -19.0])])
+    snapshots = [_snapshot("a2c_seed-0", step, _terms(0.03, 0.01, 0.3), 0.99,
+                           a2c_estimator_variance={"batch_signal_to_noise": {"sampled": snr}})
+                 for step, snr in ((1_000_000, -0.19), (2_000_000, 0.15))]
+    results = {"snapshots": {f"{s['run']}@{s['step']}": s for s in snapshots}, "optimizer_regime": {}}
+    figures = discussion_figures(report.summarize_runs(tmp_path), load_histories(tmp_path), results)
+    assert figures["task_pair_identical_until"] == "step 0 (seed 0)"  # not "0.0M"
+    assert figures["snr_a2c"] == "-0.19 to 0.15"  # not "-0.19–0.15"
+
+
 TASK_CURVE = [-20.5, -20.5, -20.0, -19.0, -17.0, -15.0, -14.0, -12.0, -11.0, -10.0, -9.0]
 
 
@@ -498,7 +509,7 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
         record["config"].update(n_steps=5, rms_eps=1e-5, precision="fp32")
         if record["config"]["algo"] != "a2c":
             record["config"].update(lr=1.4e-3, ent_coef=0.002)
-        record["provenance"] = [{"device": "cpu", "device_name": "Test CPU"}]
+        record["provenance"] = [{"device": "cpu", "device_name": "Xeon Test"}]
     other = _record("a2c", 1, [-20.0])  # a run outside the report, with other settings: not quoted
     other["config"].update(n_steps=20, total_timesteps=300_000)
     _write_runs(tmp_path, [*records, other])
@@ -525,7 +536,7 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     assert f"Compared with A2C, task1 learned {SLOWER}, and task2 {SLOWER}." in prose
     assert "Lower variance did not buy faster learning here" in prose
     assert "leaving the plateau is within (seed 0); later (seed 100)" in prose
-    assert "its passing 18 is earlier (seed 0); later (not by 10,000,000) (seed 100)" in prose
+    assert "its passing 18 is earlier (seed 0); later, not reached by 10,000,000 (seed 100)" in prose
     assert "identical until 3.0M (seed 0); 3.0M (seed 100)" in prose
     # gaps after 3M: 1 and 0.5 for the task pairs; the seed pairs at those steps: a2c 12, 15, 13.5 (seed 0
     # stopped at 6M), task1 1 and task2 2.5 at each of the seven steps
@@ -539,7 +550,7 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     assert ("v lies below ε for 99% of task1's policy-head parameters and 80% of A2C's: there the step is "
             "close to plain gradient descent") in prose
     assert "A2C's actor term puts a gradient 30 times task1's" in prose and "makes up a factor of 2.0" in prose
-    assert "task1's larger learning rate (0.0014 against 0.0007)" in prose and "fp32 on cpu (Test CPU)" in prose
+    assert "task1's larger learning rate (0.0014 against 0.0007)" in prose and "fp32 on CPU Xeon Test, where" in prose
     assert "ε = 1e-05." in prose
     assert "a budget of 10M steps per run" in prose and "(seed 1)" not in prose
 
