@@ -7,6 +7,7 @@ import dataclasses
 import os
 import sys
 import typing
+from collections.abc import Callable
 from pathlib import Path
 
 from rlhelpers.config import ALGO_DEFAULTS, ATARI_DEFAULTS, CLASSIC_CONTROL_DEFAULTS, ENV_DEPENDENT_FIELDS, TrainConfig
@@ -20,6 +21,10 @@ PLOT_FORMATS = (".png", ".pdf", ".svg")
 def whole_number(text: str) -> int:
     """An integer option's value, also written as a whole float: ``10000000``, ``1e7`` or ``1_000_000``."""
     try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
@@ -28,7 +33,7 @@ def whole_number(text: str) -> int:
     return int(value)
 
 
-def _option_type(hint: object) -> typing.Callable[[str], object]:
+def _option_type(hint: object) -> Callable[[str], object]:
     """The argparse type of a TrainConfig field's type hint: a whole number, float or str (``X | None``
     gives X)."""
     types = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
@@ -77,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train or resume a2c, task1 and task2 with seeds 0 and 100, each in its own process "
                     "logging to <runs-dir>/<run>/train.log. Finished runs are skipped, runs trained by "
                     "another live process are left alone. Ctrl-C or SIGTERM checkpoints and stops every run.")
-    campaign_parser.add_argument("--parallel", type=int, default=None,
+    campaign_parser.add_argument("--parallel", type=whole_number, default=None,
                                  help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
     _add_config_options(campaign_parser, skip=RUN_FIELDS, overrides={
         "torch_threads": "1 when several runs share a CPU, else torch's default"})
@@ -110,12 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Play complete episodes with RUN_DIR/policy.pt (float16 weights) on fresh seeds and print the "
                     "mean return ± s.e. beside the run's last evaluation.")
     evaluate_parser.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
-    evaluate_parser.add_argument("--episodes", type=int, default=30, help="complete episodes to play (default: 30)")
-    evaluate_parser.add_argument("--seed", type=int, default=0, help="replay seed (default: 0)")
+    evaluate_parser.add_argument("--episodes", type=whole_number, default=30,
+                                 help="complete episodes to play (default: 30)")
+    evaluate_parser.add_argument("--seed", type=whole_number, default=0, help="replay seed (default: 0)")
     evaluate_parser.add_argument("--export", action="store_true",
                                  help="first write policy.pt from the run's newest snapshot")
     evaluate_parser.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
-    evaluate_parser.add_argument("--video-scale", type=int, default=2,
+    evaluate_parser.add_argument("--video-scale", type=whole_number, default=2,
                                  help="GIF pixels per observation pixel (84x84 observations; default: 2)")
     analyze_parser = commands.add_parser(
         "analyze", help="measure the report's gradient facts on the runs' snapshots; write a JSON",
@@ -130,10 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_parser.add_argument("--out", default=None,
                                 help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
                                      "in <runs-dir>/figures/ for another runs directory)")
-    analyze_parser.add_argument("--rollouts", type=int, default=4,
+    analyze_parser.add_argument("--rollouts", type=whole_number, default=4,
                                 help="rollouts of n_envs x n_steps states per snapshot "
                                      "(default: 4; on Pong 4 x 16 x 5 = 320 states)")
-    analyze_parser.add_argument("--stages", type=int, default=4,
+    analyze_parser.add_argument("--stages", type=whole_number, default=4,
                                 help="snapshots per run: stages-1 steps that every run has, spread evenly, "
                                      "and the run's last (default: 4)")
     return parser

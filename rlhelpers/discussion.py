@@ -95,8 +95,8 @@ about the signal each actor follows (trained snapshots, step zero left out):
   {eps_share_policy_head_task1} of task1's policy-head parameters and {eps_share_policy_head_a2c} of
   A2C's: {regime_conclusion}. task1 weights its actor term by pg_coef {pg_coef_task1}, A2C by
   {pg_coef_a2c}; at the same training step A2C's actor term puts a gradient {head_actor_a2c_over_task1}
-  times task1's on the policy head, and task1's larger learning rate ({lr_task1} against {lr_a2c})
-  makes up a factor of {lr_ratio}.
+  times task1's on the policy head; their learning rates, {lr_task1} for task1 against {lr_a2c} for A2C,
+  differ by a factor of {lr_ratio}.
 - *The entropy bonus.* Its gradient on the policy head is {head_entropy_over_actor_task1} of the actor
   term's for task1 and {head_entropy_over_actor_a2c} for A2C, {entropy_conclusion}.
 - *What shapes the shared features.* On the encoder, the critic term's gradient is
@@ -109,8 +109,8 @@ evaluation here is {task1_best}.
 
 **Limits.** Two seeds per algorithm, so the spread between runs is known only roughly: the plot's
 standard-error band pools the two seeds' episodes and leaves that spread out (the thin per-seed lines
-show it); a budget of {budget} steps per run; the encoder in {precisions} on {hardware}, where the bf16
-and fp32 gradients on the same batches have a cosine of at least {bf16_min_cosine}; the gradient measurements
+show it); a budget of {budget} steps per run; the encoder in {precisions} on {hardware}; the bf16 and
+fp32 gradients on the same batches have a cosine of at least {bf16_min_cosine}; the gradient measurements
 use {measured_states} states per snapshot, played by the snapshot's own policy, and treat a batch's
 states as independent.
 """
@@ -231,11 +231,11 @@ def discussion_markdown(rows: list[RunSummary], histories: dict[str, dict[str, A
         published_leave=f"{leave[0] / 1e6:g}–{leave[1] / 1e6:g}M",
         published_pass=f"{pass_target[0] / 1e6:g}–{pass_target[1] / 1e6:g}M",
         mac_pong=f"{MAC_PONG:g}", mac_n_steps=str(MAC_N_STEPS),
-        n_steps=config_values(histories, report_rows, "n_steps"),
+        n_steps=config_values(report_rows, histories, "n_steps"),
         budget=", ".join(f"{step / 1e6:g}M" for step in sorted({r.total_timesteps for r in report_rows})),
         precisions=", ".join(sorted({r.precision for r in report_rows})),
         hardware=hardware(report_rows, histories),
-        rms_eps=config_values(histories, report_rows, "rms_eps"),
+        rms_eps=config_values(report_rows, histories, "rms_eps"),
         pair_verdict=_pair_verdict(pair_gaps(histories)),
     )
     figures.update(conclusion_figures(figures, gradient_values(results)))

@@ -21,7 +21,7 @@ text can name them instead of typing numbers by hand:
   checkpoint) and ``bf16_min_cosine``; all but the agreement and bf16 figures leave out step 0, the
   untrained initialisation; and ``measured_states`` (states per snapshot) and ``batch_states`` (the
   batch the variances are given for);
-- each algorithm's loss coefficients as its runs' configs hold them: ``pg_coef_<algo>``, ``ent_coef_<algo>``,
+- each algorithm's actor weight and learning rate as its runs' configs hold them: ``pg_coef_<algo>``,
   ``lr_<algo>``, and ``lr_ratio`` (task1's learning rate over A2C's).
 
 A figure with no data behind it yet reads ``n/a``.
@@ -39,7 +39,7 @@ from rlhelpers.evaluation import history_divergence
 from rlhelpers.report import RunSummary
 
 MISSING = "n/a"
-DEVICE_KINDS = {"cpu": "CPU", "cuda": "GPU", "mps": "Apple GPU"}  # torch device type -> reader's word
+DEVICE_KINDS = {"cpu": "CPU", "cuda": "GPU"}  # torch device type -> the word a reader knows
 
 
 def _millions(step: int | None, missing: str) -> str:
@@ -184,32 +184,40 @@ def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
     return figures
 
 
-def config_values(histories: dict[str, dict[str, Any]], rows: list[RunSummary], key: str) -> str:
+def config_values(rows: list[RunSummary], histories: dict[str, dict[str, Any]], key: str) -> str:
     """Each distinct value of a config field over ``rows``' runs (``n/a`` where it is not recorded)."""
-    values = {histories[r.run_name]["config"].get(key) for r in rows}
+    values = {histories[r.run_name].get("config", {}).get(key) for r in rows}
     return ", ".join(sorted(MISSING if value is None else format(value, "g") for value in values)) or MISSING
 
 
+def _single(values: set[Any]) -> Any:
+    """The one value of ``values``, or None when there are none, several, or it is not recorded."""
+    return next(iter(values)) if len(values) == 1 else None
+
+
 def coefficient_figures(rows: list[RunSummary], histories: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Each algorithm's actor and entropy weights and learning rate as its runs were trained, and
-    ``lr_ratio``, task1's learning rate over A2C's when each has a single one."""
-    by_algo = {algo: [r for r in rows if parse_run_name(r.run_name)[0] == algo] for algo in ALGOS}
-    figures = {f"{name}_{algo}": config_values(histories, algo_rows, name)
-               for algo, algo_rows in by_algo.items() for name in ("pg_coef", "ent_coef", "lr")}
-    lrs = {algo: {histories[r.run_name]["config"].get("lr") for r in algo_rows} for algo, algo_rows in by_algo.items()}
-    single = {algo: lr for algo, values in lrs.items() if len(values) == 1 for lr in values if lr is not None}
-    figures["lr_ratio"] = (_one(single["task1"] / single["a2c"], ".1f") if {"task1", "a2c"} <= single.keys()
-                           else MISSING)
+    """Each algorithm's actor weight and learning rate as its report runs were trained (``pg_coef_<algo>``,
+    ``lr_<algo>``), and ``lr_ratio``, task1's learning rate over A2C's when each has a single one."""
+    by_algo = {algo: [r for r in rows if r.run_name in expected_runs((algo,))] for algo in ALGOS}
+    figures = {f"{name}_{algo}": config_values(algo_rows, histories, name)
+               for algo, algo_rows in by_algo.items() for name in ("pg_coef", "lr")}
+    lr = {algo: _single({histories[r.run_name].get("config", {}).get("lr") for r in algo_rows})
+          for algo, algo_rows in by_algo.items()}
+    figures["lr_ratio"] = _one(lr["task1"] / lr["a2c"], ".1f") if lr["task1"] and lr["a2c"] else MISSING
     return figures
 
 
+def _device(session: dict[str, Any]) -> str:
+    """One training session's device in a reader's words: ``CPU <model>``, ``GPU <model>``, else torch's name."""
+    device = str(session.get("device") or MISSING)
+    kind = DEVICE_KINDS.get(device.split(":")[0])
+    return f"{kind} {session['device_name']}" if kind and session.get("device_name") else device
+
+
 def hardware(rows: list[RunSummary], histories: dict[str, dict[str, Any]]) -> str:
-    """Each distinct device that trained ``rows``' runs, as ``CPU <model>`` or ``GPU <model>``, from their
-    provenance."""
-    devices = set()
-    for session in (s for r in rows for s in histories[r.run_name].get("provenance") or []):
-        device = str(session.get("device", MISSING)).split(":")[0]
-        devices.add(f"{DEVICE_KINDS.get(device, device)} {session.get('device_name', MISSING)}")
+    """Each distinct device that trained ``rows``' runs, from their provenance; ``n/a`` for a run that
+    recorded none."""
+    devices = {_device(session) for r in rows for session in histories[r.run_name].get("provenance") or [{}]}
     return ", ".join(sorted(devices)) or MISSING
 
 

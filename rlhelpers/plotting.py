@@ -80,9 +80,9 @@ def algo_curve(records: list[dict[str, Any]]) -> AlgoCurve:
     ends = [int(r["history"][-1]["step"]) for r in records if r["run_name"] not in stopped]
     end = min(ends) if ends else max(stopped.values())
     all_steps = sorted({int(p["step"]) for r in records for p in r["history"] if int(p["step"]) <= end})
-    per_seed = [held_returns(record, all_steps) for record in records]
-    by_step = {step: [ret for returns in per_seed for ret in returns[step]] for step in all_steps
-               if all(step in returns for returns in per_seed)}
+    seed_returns = [held_returns(record, all_steps) for record in records]
+    by_step = {step: [ret for returns in seed_returns for ret in returns[step]] for step in all_steps
+               if all(step in returns for returns in seed_returns)}
     return AlgoCurve(*_pooled(by_step), stopped)
 
 

@@ -45,6 +45,8 @@ def test_integer_options_take_whole_numbers_in_float_notation() -> None:
     args = build_parser().parse_args(["train", "--total-timesteps", "1e7", "--n-envs", "8.0", "--seed", "1_00"])
     assert (args.total_timesteps, args.n_envs, args.seed) == (10_000_000, 8, 100)
     assert type(args.total_timesteps) is int
+    assert build_parser().parse_args(["evaluate", "runs/a2c_seed-0", "--episodes", "3e1"]).episodes == 30
+    assert build_parser().parse_args(["train", "--seed", str(2**53 + 1)]).seed == 2**53 + 1  # not rounded via float
 
 
 def test_campaign_passes_on_only_the_options_given() -> None:

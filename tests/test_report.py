@@ -34,7 +34,7 @@ from rlhelpers.discussion import (
 )
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_divergence
-from rlhelpers.findings import MISSING, discussion_figures
+from rlhelpers.findings import MISSING, discussion_figures, hardware
 from rlhelpers.plotting import load_histories
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -320,7 +320,9 @@ def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
     assert "No gradient measurements yet" in report.analysis_markdown(None)
 
     rows = report.summarize_runs(tmp_path / "runs")
-    assert "No committed policy yet" in report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
+    no_policy = report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
+    assert "No committed policy yet" in no_policy
+    assert "rlhelpers evaluate &lt;runs_dir&gt;/&lt;run&gt; --export" in no_policy
     (tmp_path / "agent.gif").write_bytes(b"GIF89a-not-really")
     html = report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
     assert html.startswith('<img src="data:image/gif;base64,R0lGODlh')
@@ -441,7 +443,7 @@ def test_discussion_figures_come_from_the_histories_and_the_measurements(tmp_pat
     assert figures["head_entropy_over_actor_task1"] == "0.01"  # 1e-5 / 0.001 at 1M; step 0 left out
     assert (figures["advantage_rms_task1"], figures["advantage_rms_a2c"]) == ("0.020", "0.400")
     assert (figures["critic_error_over_advantage_task1"], figures["critic_error_over_advantage_a2c"]) == ("25", MISSING)
-    assert (figures["pg_coef_a2c"], figures["pg_coef_task1"], figures["ent_coef_task2"]) == ("1", "0.1", "0.001")
+    assert (figures["pg_coef_a2c"], figures["pg_coef_task1"], figures["lr_ratio"]) == ("1", "0.1", "2.1")
 
     empty = discussion_figures([], {}, None)
     assert set(empty) == set(figures) and set(empty.values()) == {MISSING}
@@ -456,6 +458,16 @@ def test_figures_read_well_at_step_zero_and_below_zero(tmp_path: Path) -> None:
     figures = discussion_figures(report.summarize_runs(tmp_path), load_histories(tmp_path), results)
     assert figures["task_pair_identical_until"] == "step 0 (seed 0)"  # not "0.0M"
     assert figures["snr_a2c"] == "-0.19 to 0.15"  # not "-0.19–0.15"
+
+
+def test_hardware_names_each_device_and_the_runs_without_a_record(tmp_path: Path) -> None:
+    records = [_record("a2c", 0, [-20.0]), _record("a2c", 100, [-20.0]), _record("task1", 0, [-20.0])]
+    records[0]["provenance"] = [{"device": "cuda:0", "device_name": "Tesla T4"},
+                                {"device": "cpu", "device_name": "Xeon"}, {"device": "mps", "device_name": "arm"}]
+    records[1]["provenance"] = [{"device": "cuda"}]  # no model recorded
+    _write_runs(tmp_path, records)
+    rows = report.summarize_runs(tmp_path)
+    assert hardware(rows, load_histories(tmp_path)) == f"CPU Xeon, GPU Tesla T4, cuda, mps, {MISSING}"
 
 
 TASK_CURVE = [-20.5, -20.5, -20.0, -19.0, -17.0, -15.0, -14.0, -12.0, -11.0, -10.0, -9.0]
@@ -508,10 +520,11 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     for record in records:  # the coefficients and hardware quoted are the runs' own, not the defaults
         record["config"].update(n_steps=5, rms_eps=1e-5, precision="fp32")
         if record["config"]["algo"] != "a2c":
-            record["config"].update(lr=1.4e-3, ent_coef=0.002)
+            record["config"].update(lr=1.4e-3, pg_coef=0.2)
         record["provenance"] = [{"device": "cpu", "device_name": "Xeon Test"}]
     other = _record("a2c", 1, [-20.0])  # a run outside the report, with other settings: not quoted
-    other["config"].update(n_steps=20, total_timesteps=300_000)
+    other["config"].update(n_steps=20, total_timesteps=300_000, lr=0.1)
+    other["provenance"] = [{"device": "cuda:0", "device_name": "Tesla T4"}]
     _write_runs(tmp_path, [*records, other])
     snapshots = [_snapshot("task1_seed-0", 1_000_000, _terms(0.001, 0.001, 0.2), 0.97,
                            advantage_scale={"advantage_rms": 0.02, "critic_rms_error": 0.5},
@@ -549,8 +562,10 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     assert "task1's shared features are shaped more by its critic" in prose  # 200 against 30
     assert ("v lies below ε for 99% of task1's policy-head parameters and 80% of A2C's: there the step is "
             "close to plain gradient descent") in prose
-    assert "A2C's actor term puts a gradient 30 times task1's" in prose and "makes up a factor of 2.0" in prose
-    assert "task1's larger learning rate (0.0014 against 0.0007)" in prose and "fp32 on CPU Xeon Test, where" in prose
+    assert "A2C's actor term puts a gradient 30 times task1's" in prose
+    assert "task1 weights its actor term by pg_coef 0.2" in prose
+    assert "their learning rates, 0.0014 for task1 against 0.0007 for A2C, differ by a factor of 2.0." in prose
+    assert "the encoder in fp32 on CPU Xeon Test;" in prose and "Tesla T4" not in prose
     assert "ε = 1e-05." in prose
     assert "a budget of 10M steps per run" in prose and "(seed 1)" not in prose
 
