@@ -184,9 +184,14 @@ def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
     return figures
 
 
+def _config_set(rows: list[RunSummary], histories: dict[str, dict[str, Any]], key: str) -> set[Any]:
+    """The distinct values of a config field over ``rows``' runs (None where it is not recorded)."""
+    return {histories[r.run_name].get("config", {}).get(key) for r in rows}
+
+
 def config_values(rows: list[RunSummary], histories: dict[str, dict[str, Any]], key: str) -> str:
     """Each distinct value of a config field over ``rows``' runs (``n/a`` where it is not recorded)."""
-    values = {histories[r.run_name].get("config", {}).get(key) for r in rows}
+    values = _config_set(rows, histories, key)
     return ", ".join(sorted(MISSING if value is None else format(value, "g") for value in values)) or MISSING
 
 
@@ -201,8 +206,7 @@ def coefficient_figures(rows: list[RunSummary], histories: dict[str, dict[str, A
     by_algo = {algo: [r for r in rows if r.run_name in expected_runs((algo,))] for algo in ALGOS}
     figures = {f"{name}_{algo}": config_values(algo_rows, histories, name)
                for algo, algo_rows in by_algo.items() for name in ("pg_coef", "lr")}
-    lr = {algo: _single({histories[r.run_name].get("config", {}).get("lr") for r in algo_rows})
-          for algo, algo_rows in by_algo.items()}
+    lr = {algo: _single(_config_set(algo_rows, histories, "lr")) for algo, algo_rows in by_algo.items()}
     figures["lr_ratio"] = _one(lr["task1"] / lr["a2c"], ".1f") if lr["task1"] and lr["a2c"] else MISSING
     return figures
 

@@ -187,7 +187,7 @@ def against_published(step: int | None, trained: int, published: tuple[int, int]
     steps of training; for a step not reached, ``later`` once training has passed the range, else ``open``."""
     low, high = published
     if step is None:
-        return f"later, not reached by {trained:,}" if trained > high else f"open, not reached by {trained:,}"
+        return f"{'later' if trained > high else 'open'}, not reached by {trained:,}"
     return "earlier" if step < low else "later" if step > high else "within"
 
 
