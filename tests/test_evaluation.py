@@ -1,4 +1,5 @@
-"""Evaluation plays a fixed number of episodes on every env, so that short episodes are not favoured."""
+"""Evaluation plays a fixed number of episodes on every env (so that short episodes are not favoured), samples
+its actions from the policy, and seeds its own envs afresh each time."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlhelpers.config import EVAL_SEED_OFFSET, TrainConfig, resolve_config
 from rlhelpers.envs import make_vec_env
 from rlhelpers.evaluation import episode_targets, evaluate_policy
 from rlhelpers.networks import build_model
+from rlhelpers.trainer import Trainer
 
 
 class TwoSpeedEnv(gym.Env):
@@ -49,3 +52,57 @@ def test_evaluation_takes_a_fixed_number_of_episodes_per_env() -> None:
         env.close()
     assert sorted(lengths) == [2, 2, 2, 12, 12, 12]
     assert returns == [float(n) for n in lengths]
+
+
+class ActionRewardEnv(gym.Env):
+    """One-step episodes whose reward is the action taken (0 or 1); every seeded reset is logged in ``seeds``."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    seeds: list[int] = []
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if seed is not None:
+            ActionRewardEnv.seeds.append(seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        return np.zeros(1, np.float32), float(action), True, False, {}
+
+
+ACTION_REWARD_ENV = "rlhelpers-test/ActionReward-v0"
+gym.register(ACTION_REWARD_ENV, entry_point=ActionRewardEnv)
+
+
+def test_evaluation_samples_actions_from_the_policy() -> None:
+    """pi(1|s) = 0.75: sampled actions score 0.75 on average; the greedy action would score 1 every time."""
+    torch.manual_seed(0)
+    model = build_model((1,), 2, "a2c")
+    with torch.no_grad():
+        model.policy_head.weight.zero_()
+        model.policy_head.bias.copy_(torch.tensor([0.0, np.log(3.0)]))
+    env = make_vec_env(ACTION_REWARD_ENV, 4)
+    try:
+        returns, _ = evaluate_policy(model, env, n_episodes=400, seed=0, device=torch.device("cpu"))
+    finally:
+        env.close()
+    assert len(returns) == 400
+    assert 0.68 < np.mean(returns) < 0.82  # 0.75 ± 3 standard errors
+
+
+def test_each_evaluation_plays_newly_seeded_episodes_on_its_own_envs() -> None:
+    """Evaluation seeds start at EVAL_SEED_OFFSET, move on with every evaluation and never touch the training envs."""
+    trainer = Trainer(*resolve_config(TrainConfig(algo="a2c", env_id=ACTION_REWARD_ENV, seed=7, n_envs=4,
+                                                  n_eval_envs=2, n_eval_episodes=2, device="cpu",
+                                                  wandb_mode="disabled")))
+    try:
+        assert ActionRewardEnv.seeds[-4:] == [7, 8, 9, 10]  # the training envs
+        ActionRewardEnv.seeds.clear()
+        trainer.evaluate()
+        trainer.evaluate()
+        assert trainer.eval_env is not trainer.env
+    finally:
+        trainer.close()
+    first = 7 + EVAL_SEED_OFFSET
+    assert ActionRewardEnv.seeds == [first, first + 1, first + 2, first + 3]  # no training env was reset
