@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rlhelpers.envs import ATARI_ENTRY_POINT, atari_game, env_spec
+from rlhelpers.envs import ATARI_ENTRY_POINT, atari_game, check_supported, env_spec
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.networks import PRECISIONS, resolve_precision
 
@@ -75,7 +75,9 @@ class TrainConfig:
     seed: int = field(default=0, metadata={"help": "random seed of the run (the report uses 0 and 100)"})
     env_id: str = field(
         default="PongNoFrameskip-v4",
-        metadata={"help": "gymnasium id: an ALE Atari game (e.g. PongNoFrameskip-v4) or CartPole-v1"},
+        metadata={"help": "gymnasium id: an ALE Atari game (e.g. PongNoFrameskip-v4; every ALE id, v5 ones "
+                          "included, gets the report's preprocessing, without sticky actions) or an env with "
+                          "discrete actions and vector observations (e.g. CartPole-v1)"},
     )
     total_timesteps: int = field(
         default=10_000_000,
@@ -194,7 +196,7 @@ def validate(config: TrainConfig) -> TrainConfig:
     """Raise ``RLHelpersError`` naming the first bad value; return the config unchanged otherwise."""
     if config.algo not in ALGOS:
         raise RLHelpersError(f"unknown algo {config.algo!r}: choose one of {', '.join(ALGOS)}")
-    env_spec(config.env_id)
+    check_supported(config.env_id)
     positive_ints = ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes",
                      "n_eval_envs", "hidden_size", "keep_checkpoints", "snapshot_interval")
     for name in positive_ints:

@@ -39,6 +39,26 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         ) from exc
 
 
+def check_supported(env_id: str) -> None:
+    """Raise ``RLHelpersError`` unless ``env_id`` is an Atari id or an env with discrete actions and flat
+    vector observations (the two inputs the networks take); builds one copy of a non-Atari env to look."""
+    if atari_game(env_id) is not None:
+        return
+    try:
+        env = gym.make(env_id)
+    except gym.error.Error as exc:
+        raise RLHelpersError(f"cannot build {env_id}: {exc}") from exc
+    try:
+        actions, observations = env.action_space, env.observation_space
+    finally:
+        env.close()
+    if not isinstance(actions, gym.spaces.Discrete):
+        raise RLHelpersError(f"{env_id} has a {actions} action space; only discrete actions are supported")
+    if not isinstance(observations, gym.spaces.Box) or len(observations.shape) != 1:
+        raise RLHelpersError(f"{env_id} has {observations} observations; only Atari frames and flat vectors "
+                             "are supported")
+
+
 def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0) -> VectorEnv:
     """Build ``n_envs`` copies of ``env_id`` as one SAME_STEP-autoreset vector env with episode statistics.
 
@@ -72,10 +92,6 @@ def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0) -> VectorEnv:
             env_id, n_envs, vectorization_mode="sync",
             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
         )
-    if not isinstance(env.single_action_space, gym.spaces.Discrete):
-        env.close()
-        raise RLHelpersError(
-            f"{env_id} has a {env.single_action_space} action space; only discrete actions are supported")
     return gym.wrappers.vector.RecordEpisodeStatistics(env)
 
 
