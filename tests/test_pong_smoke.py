@@ -1,5 +1,5 @@
-"""Plumbing on real Atari games (PongNoFrameskip-v4, and Space Invaders for reward clipping): shapes,
-dtypes, score ranges, clipped training rewards (not learning)."""
+"""Plumbing on real Atari games (PongNoFrameskip-v4, and Space Invaders for rewards above 1 and lives): shapes,
+dtypes, score ranges, the preprocessing, clipped training rewards and unclipped scores (not learning)."""
 
 import json
 
@@ -10,6 +10,8 @@ import torch
 
 from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.envs import ATARI_ENTRY_POINT, final_observations, make_vec_env
+from rlhelpers.evaluation import evaluate_policy
+from rlhelpers.networks import build_model
 from rlhelpers.run import train
 from rlhelpers.trainer import Trainer
 
@@ -38,10 +40,9 @@ def test_pong_smoke_run(algo: str, tmp_path) -> None:
     for point in saved["history"]:
         assert len(point["returns"]) == 1
         score = point["returns"][0]
-        assert -21 <= score <= 21 and score == int(score)  # a true game score, not a clipped sum
+        assert -21 <= score <= 21 and score == int(score)  # a whole Pong score (Space Invaders checks clipping)
         assert score < 0  # an untrained policy loses a game of Pong
         assert point["lengths"][0] > 0
-    assert np.isfinite([p["returns"] for p in saved["history"]]).all()
 
 
 def test_atari_rewards_are_clipped_to_their_sign_for_training() -> None:
@@ -89,3 +90,46 @@ def test_ale_final_observations_are_the_cut_episodes_last_frames() -> None:
     final = final_observations(info, ended)
     np.testing.assert_array_equal(final[:, :3], previous[ended, 1:])
     assert not np.array_equal(obs[ended, :3], previous[ended, 1:])  # what step returned is the next episode's
+
+
+def test_atari_envs_follow_the_standard_preprocessing() -> None:
+    """Random no-op starts of at most 30, frame skip 4, and a lost life that does not end the episode."""
+    env = make_vec_env("SpaceInvadersNoFrameskip-v4", 8)
+    try:
+        obs, info = env.reset(seed=0)
+        assert obs.shape == (8, 4, 84, 84) and obs.dtype == np.uint8
+        start_frames = info["episode_frame_number"]
+        assert (start_frames <= 30 * 4).all() and len(set(start_frames.tolist())) > 1
+        frames, lost_life_mid_episode = info["frame_number"], False
+        for _ in range(2_000):
+            lives = info["lives"]
+            obs, _, terminated, truncated, info = env.step(env.action_space.sample())
+            ended = terminated | truncated
+            assert (info["frame_number"][~ended] - frames[~ended] == 4).all()
+            lost_life_mid_episode |= bool((info["lives"] < lives)[~ended].any())
+            frames = info["frame_number"]
+            if lost_life_mid_episode:
+                break
+    finally:
+        env.close()
+    assert lost_life_mid_episode
+
+
+def test_evaluation_reports_true_game_scores() -> None:
+    """Space Invaders pays 5 to 30 points per alien: the evaluated return is the sum of the raw rewards."""
+    torch.manual_seed(0)
+    env = make_vec_env("SpaceInvadersNoFrameskip-v4", 1)
+    rewards, env_step = [], env.step
+
+    def recording_step(actions: np.ndarray) -> tuple:
+        result = env_step(actions)
+        rewards.append(float(result[1][0]))
+        return result
+
+    env.step = recording_step
+    try:
+        returns, _ = evaluate_policy(build_model((4, 84, 84), 6, "a2c"), env, n_episodes=1, seed=0,
+                                     device=torch.device("cpu"))
+    finally:
+        env.close()
+    assert max(rewards) > 1 and returns == [sum(rewards)]
