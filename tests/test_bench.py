@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_quick_benchmark_writes_its_table(tmp_path: Path) -> None:
     out = tmp_path / "results.md"
     subprocess.run([sys.executable, "-m", "bench.throughput", "--quick", "--output", str(out)],
-                   cwd=ROOT, check=True, timeout=120, capture_output=True)
+                   cwd=ROOT, check=True, timeout=300, capture_output=True)
     table = out.read_text()
     for row in ("env ceiling", "reference design", "rlhelpers a2c", "rlhelpers task1", "rlhelpers task2",
                 "pipeline ceiling", "eval envs", "torch threads"):

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from rlhelpers.__main__ import main
-from rlhelpers.campaign import CAMPAIGN_LOCK, CAMPAIGN_RUNS, TRAIN_LOG, run_status, status_table
+from rlhelpers.campaign import CAMPAIGN_LOCK, CAMPAIGN_RUNS, TRAIN_LOG, run_campaign, run_status, status_table
 from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.config import TrainConfig
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runlock import LOCK_FILE
 
@@ -109,8 +110,8 @@ def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path
                              *CARTPOLE], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first_two = [runs / name for name in RUN_NAMES[:2]]
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not all(
-            any(m["global_step"] >= 10_000 for m in read_metrics(p / METRICS_FILE)) for p in first_two):
+    while not all(any(m["global_step"] >= 10_000 for m in read_metrics(p / METRICS_FILE)) for p in first_two):
+        assert time.monotonic() < deadline and proc.poll() is None, "the first two runs never reached step 10,000"
         time.sleep(0.2)
     children = [json.loads((p / LOCK_FILE).read_text())["pid"] for p in first_two]
     proc.send_signal(signal.SIGTERM)
@@ -125,3 +126,25 @@ def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path
 
             os.kill(pid, 0)
     assert not (runs / RUN_NAMES[2]).exists()  # nothing new was started while stopping
+
+
+def test_a_failing_run_fails_the_campaign_by_name(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A history whose checkpoints are gone cannot be resumed: that child exits with an error, the campaign goes
+    on with the other runs and returns 1 naming the failed ones."""
+    runs = tmp_path / "runs"
+    failing = RUN_NAMES[:2]
+    for name in RUN_NAMES:
+        write_history(runs / name, [-21.0] if name in failing else [-21.0, -5.0, 3.0])  # paused or finished
+    config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(runs))
+    assert run_campaign(config, ["--total-timesteps", "1000", *CARTPOLE], parallel=2, poll_s=0.1) == 1
+    out, err = capsys.readouterr()
+    assert all(f"{name}: ended with exit code 2" in out for name in failing)
+    assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES[2:])
+    assert err.startswith("failed: ") and sorted(err.split("; ")[0][len("failed: "):].split(", ")) == sorted(failing)
+    assert "error: " in (runs / failing[0] / TRAIN_LOG).read_text()
+
+
+def test_parallel_must_be_positive(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["campaign", "--runs-dir", str(tmp_path), "--parallel", "0", *CARTPOLE]) == 2
+    assert "parallel must be a positive integer, got 0" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

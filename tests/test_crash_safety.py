@@ -164,7 +164,7 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
             elif mode == "mid-write" and _wait(partial(_owned_by, run_dir.path, proc.pid), proc, 60):
                 _wait(lambda: not _writing(run_dir.path), proc, 30)  # the previous life's leftovers are gone
                 if _wait(_either(partial(_writing, run_dir.path), advanced), proc, 30) and not advanced():
-                    time.sleep(rng.uniform(0.0, WRITE_DELAY_S / 2))  # the copy is paused halfway
+                    time.sleep(rng.uniform(0.0, WRITE_DELAY_S / 4))  # the copy is paused halfway, for WRITE_DELAY_S
                     kills_mid_write += _writing(run_dir.path)
             elif mode == "after-checkpoint":  # right after the rename, before eval_history.json is rewritten
                 _wait(advanced, proc, 60)

@@ -184,8 +184,8 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
                             env=dict(os.environ, OMP_NUM_THREADS="1"))
     run = RunDirectory(runs / "a2c_seed-0")
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any(
-            m["global_step"] >= 20_000 for m in read_metrics(run.path / METRICS_FILE)):
+    while not any(m["global_step"] >= 20_000 for m in read_metrics(run.path / METRICS_FILE)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the run never reached step 20,000"
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)

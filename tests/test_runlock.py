@@ -38,15 +38,15 @@ def test_reconnect_waits_with_a_countdown_then_takes_over(tmp_path: Path, capsys
 
     started = time.monotonic()
     with pytest.warns(UserWarning, match=r"taking over run a2c_seed-0 from dead owner \(host colab-vm-old, "
-                                         rf"pid {os.getpid()}, last heartbeat 2 s ago\)"):
+                                         rf"pid {os.getpid()}, last heartbeat \d+ s ago\)"):
         new.acquire()
     waited = time.monotonic() - started
 
-    assert STALE_S - 0.2 <= waited < STALE_S + 1.0
+    assert STALE_S - 0.2 <= waited < STALE_S + 5.0  # generous above: a loaded machine oversleeps
     err = capsys.readouterr().err
     assert re.search(r"run a2c_seed-0 is locked by host colab-vm-old \(pid \d+\), last heartbeat 0 s ago\. "
                      r"After a Colab reconnect", err)
-    assert "\rtaking over run a2c_seed-0 in 2 s" in err and "\rtaking over run a2c_seed-0 in 1 s" in err
+    assert re.search(r"\rtaking over run a2c_seed-0 in [12] s", err)  # the countdown
     assert holder(run_dir)["host"] == new.owner["host"]
     # The old owner, were it still alive, learns at its next heartbeat that it must stop; it leaves the lock alone.
     with pytest.raises(RLHelpersError, match=f"run a2c_seed-0 was taken over by host {new.owner['host']}"):
@@ -73,7 +73,7 @@ def test_owner_on_another_host_whose_heartbeat_moves_is_refused(tmp_path: Path) 
         with pytest.raises(RLHelpersError, match=r"being trained by another process \(host colab-vm-1, .*\): "
                                                  "its lock changed while this one waited, so it is alive"):
             RunLock(tmp_path, stale_after_s=30.0).acquire()
-        assert time.monotonic() - started < 3.0
+        assert time.monotonic() - started < 10.0  # far below the 30 s it would wait for a dead owner
     finally:
         stop.set()
         beating.join()
@@ -87,7 +87,7 @@ def test_stale_owner_is_taken_over_at_once_and_a_released_lock_is_simply_taken(t
     started = time.monotonic()
     with pytest.warns(UserWarning, match="from dead owner .*colab-vm-1.*last heartbeat 301 s ago"):
         lock.acquire()
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 5.0  # no wait, where a live-looking owner would cost 300 s
     assert holder(tmp_path)["pid"] == os.getpid()
     lock.release()
 
