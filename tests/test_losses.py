@@ -46,9 +46,10 @@ def test_task1_and_task2_actor_gradients_agree() -> None:
     torch.testing.assert_close(g1[1], g2[1])
 
 
-def test_task_critic_gradient_only_on_taken_actions() -> None:
+@pytest.mark.parametrize("loss_fn", [task1_loss, task2_loss])
+def test_task_critic_gradient_only_on_taken_actions(loss_fn) -> None:
     logits, q_values, actions, returns = batch(seed=1)
-    _, d_q = grads(task1_loss, logits, q_values, actions, returns, pg_coef=1.0, vf_coef=1.0, ent_coef=0.0)
+    _, d_q = grads(loss_fn, logits, q_values, actions, returns, pg_coef=1.0, vf_coef=1.0, ent_coef=0.0)
     q_sa = q_values.gather(1, actions[:, None]).squeeze(1)
     expected = torch.zeros_like(q_values)
     expected[torch.arange(N), actions] = 2 * (q_sa - returns) / N  # d MSE / d Q(s_t, a_t), no factor 1/2
