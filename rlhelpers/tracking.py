@@ -15,6 +15,7 @@ import shlex
 import string
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 import wandb
 
@@ -23,11 +24,13 @@ from rlhelpers.metrics_log import MetricsLog
 
 
 def has_wandb_key() -> bool:
-    """True if an API key is available (``WANDB_API_KEY`` or a ``wandb login`` entry in ~/.netrc)."""
+    """True if an API key is available: ``WANDB_API_KEY``, or a ``wandb login`` entry for the W&B host
+    (``WANDB_BASE_URL``, default api.wandb.ai) in the netrc file that wandb reads (``NETRC``, default ~/.netrc)."""
     if os.environ.get("WANDB_API_KEY"):
         return True
+    host = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").netloc
     try:
-        return netrc.netrc().authenticators("api.wandb.ai") is not None
+        return netrc.netrc(os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")).authenticators(host) is not None
     except (OSError, netrc.NetrcParseError):
         return False
 
