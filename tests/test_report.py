@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from rlhelpers import report
+from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV
 from rlhelpers.config import ALGO_DEFAULTS, expected_runs, parse_run_name
 from rlhelpers.discussion import (
     DISCUSSION,
@@ -124,7 +125,9 @@ def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
     """A papermill run killed mid-training (as by a Colab disconnect) continues when the same command is rerun."""
     params = ["-p", "algo", "a2c", "-p", "seed", "0", "-p", "total_timesteps", "2000", *CARTPOLE]
     run_dir = tmp_path / "runs" / "a2c_seed-0"
-    first = subprocess.Popen(_papermill_args(tmp_path / "first.ipynb", params), cwd=tmp_path, env=_env(tmp_path),
+    # Each checkpoint write pauses 1 s, so the kill lands seconds before the run could finish its 2,000 steps.
+    slow_saves = dict(_env(tmp_path), **{TEST_WRITE_DELAY_ENV: "1.0"})
+    first = subprocess.Popen(_papermill_args(tmp_path / "first.ipynb", params), cwd=tmp_path, env=slow_saves,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240
