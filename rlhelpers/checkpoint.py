@@ -10,10 +10,12 @@ Layout of ``<runs_dir>/<algo>_seed-<seed>/``::
 
 A checkpoint is first written and verified in a local staging directory (one per run under the
 system temp dir), then copied into the run directory under a temporary name, fsynced and renamed to
-its step-numbered name. Older checkpoints are deleted only after the new one is in place, keeping
-the newest ``keep``. Nothing is ever overwritten in place, so a kill at any moment (or a Google
-Drive mount that uploads late or does not rename atomically) leaves at least the previous good
-checkpoint. On resume the newest checkpoint that loads wins; broken ones are reported and skipped.
+its step-numbered name; model snapshots take the same path. Older checkpoints are deleted only after
+the new one is in place, keeping the newest ``keep``. Nothing is ever overwritten in place, so a kill
+at any moment (or a Google Drive mount that uploads late or does not rename atomically) leaves at
+least the previous good checkpoint. On resume the newest checkpoint that loads wins; broken ones are
+reported, skipped, and deleted once a resume from an older one has started, so that their names are
+written afresh. An unreadable eval_history.json is rebuilt from the checkpoint resumed from.
 Pruned checkpoints are renamed to ``.tmp`` and truncated to zero bytes before they are deleted, so
 that they do not fill the Drive Trash (which counts against the quota).
 ``remove_stale_files`` clears what a killed writer left behind (``*.tmp`` files, the staging dir).
@@ -50,9 +52,9 @@ CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
 HISTORY_FILE = "eval_history.json"
 SNAPSHOT_DIR = "snapshots"
 SNAPSHOT_PATTERN = re.compile(r"^model-(\d{12})\.pt$")
-# Temporary files of _write_durably (checkpoints, history), MetricsLog and RunLock (owner.json.<pid>.tmp).
-STALE_TMP_PATTERN = re.compile(
-    rf"^(checkpoint-\d{{12}}\.pt|{re.escape(HISTORY_FILE)}|{re.escape(METRICS_FILE)}|{re.escape(LOCK_FILE)}\.\d+)\.tmp$")
+# Temporary files of _write_durably (checkpoints, snapshots, history), MetricsLog and RunLock (owner.json.<pid>.tmp).
+STALE_TMP_PATTERN = re.compile(rf"^(checkpoint-\d{{12}}\.pt|model-\d{{12}}\.pt|{re.escape(HISTORY_FILE)}|"
+                               rf"{re.escape(METRICS_FILE)}|{re.escape(LOCK_FILE)}\.\d+)\.tmp$")
 TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S"
 
 
@@ -68,7 +70,11 @@ def snapshot_name(step: int) -> str:
 
 def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     """The model (float32 weights), config and step of a saved model: a snapshot or an exported policy."""
-    saved = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises EOFError, RuntimeError, UnpicklingError, ... on damage
+        raise RLHelpersError(f"{path} does not load ({type(exc).__name__}: {exc}); delete it, or restore it "
+                             "from a backup") from exc
     config = TrainConfig.from_dict(saved["config"])
     model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size,
                         config.precision)
@@ -171,11 +177,13 @@ class RunDirectory:
         """
         shutil.rmtree(self.staging_path, ignore_errors=True)
         removed = []
-        if self.path.is_dir():
-            for entry in self.path.iterdir():
-                if STALE_TMP_PATTERN.match(entry.name):
-                    entry.unlink(missing_ok=True)
-                    removed.append(entry.name)
+        for folder in (self.path, self.path / SNAPSHOT_DIR):
+            if folder.is_dir():
+                for entry in folder.iterdir():
+                    if STALE_TMP_PATTERN.match(entry.name):
+                        os.truncate(entry, 0)  # emptied first, as pruned checkpoints are, for the Drive Trash
+                        entry.unlink(missing_ok=True)
+                        removed.append(str(entry.relative_to(self.path)))
         return sorted(removed)
 
     def create(self) -> None:
@@ -205,31 +213,37 @@ class RunDirectory:
         return sorted((int(match.group(1)), entry) for entry in folder.iterdir()
                       if (match := SNAPSHOT_PATTERN.match(entry.name)))
 
-    def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> Path:
-        """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""
-        target = self.path / checkpoint_name(step)
+    def _save_verified(self, obj: dict[str, Any], target: Path, verify: Callable[[Path], object]) -> None:
+        """Save ``obj`` in the local staging dir, ``verify`` that it loads, then copy it durably to ``target``."""
         local = self.staging_path / target.name
         try:
             local.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(state, local)
-            load_checkpoint_file(local)
+            torch.save(obj, local)
+            verify(local)
             with open(local, "rb") as src:
                 _write_durably(target, lambda dst: _copy_checkpoint(src, dst))
+        finally:
+            local.unlink(missing_ok=True)
+
+    def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> Path:
+        """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""
+        target = self.path / checkpoint_name(step)
+        try:
+            self._save_verified(state, target, load_checkpoint_file)
         except (OSError, RuntimeError, RLHelpersError) as exc:
             # torch.save reports a full disk as a RuntimeError ("unexpected pos ...").
             raise write_error(f"checkpoint {target}", exc, "the previous checkpoint is intact") from exc
-        finally:
-            local.unlink(missing_ok=True)
         self.prune(step, keep)
         return target
 
     def save_snapshot(self, snapshot: dict[str, Any], step: int) -> Path:
-        """Write ``snapshot`` (model weights and what rebuilds the model) as ``snapshots/model-<step>.pt``."""
+        """Write ``snapshot`` (model weights and what rebuilds the model) as ``snapshots/model-<step>.pt``,
+        verified and atomic like a checkpoint."""
         target = self.path / SNAPSHOT_DIR / snapshot_name(step)
         try:
             target.parent.mkdir(exist_ok=True)
-            _write_durably(target, lambda f: torch.save(snapshot, f))
-        except (OSError, RuntimeError) as exc:
+            self._save_verified(snapshot, target, load_model)
+        except (OSError, RuntimeError, RLHelpersError) as exc:
             raise write_error(f"snapshot {target}", exc) from exc
         return target
 
@@ -242,6 +256,15 @@ class RunDirectory:
         older = [path for old_step, path in self.checkpoints() if old_step < step]
         for old in older[max(keep - 1, 0):]:
             _discard(old)
+
+    def discard_newer(self, step: int) -> None:
+        """Delete the checkpoints newer than ``step``: after a resume from ``step``, those that did not load.
+
+        Their names are then written afresh, never over a broken file (on Drive an overwrite may sync late).
+        """
+        for newer_step, path in self.checkpoints():
+            if newer_step > step:
+                _discard(path)
 
     def load_latest_checkpoint(self) -> dict[str, Any] | None:
         """The newest checkpoint that loads, or None if there is none at all.
@@ -270,8 +293,9 @@ class RunDirectory:
         try:
             return json.loads(self.history_path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            raise RLHelpersError(f"{self.history_path} is unreadable ({exc}); "
-                                 "restore it or delete the run directory to start over") from exc
+            remedy = ("training the run again (the same command) rebuilds it from its newest checkpoint"
+                      if self.checkpoints() else "restore it or delete the run directory to start over")
+            raise RLHelpersError(f"{self.history_path} is unreadable ({exc}); {remedy}") from exc
 
     def write_history(self, record: dict[str, Any]) -> None:
         """Atomically replace eval_history.json with ``record``."""

@@ -132,7 +132,12 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     weights every ``snapshot_interval`` steps and at the end. SIGTERM checkpoints and returns.
     """
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
-    saved_record = run_dir.read_history()
+    try:
+        saved_record, unreadable_history = run_dir.read_history(), None
+    except RLHelpersError as exc:  # e.g. a copy that Google Drive synced only in part
+        if not run_dir.checkpoints():
+            raise
+        saved_record, unreadable_history = None, exc  # rebuilt below from the newest checkpoint
     config, device = resolve_config(_keep_saved_precision(config, saved_record))
     if saved_record is not None:
         _check_resumable(saved_record.get("config", {}), config, run_dir.path)
@@ -144,8 +149,14 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     try:
         run_dir.remove_stale_files()  # leftovers of a writer killed mid-checkpoint; we hold the lock now
         state = run_dir.load_latest_checkpoint()
+        if unreadable_history is not None:
+            if state is None:
+                raise unreadable_history
+            print(f"{unreadable_history}; rebuilding it from the checkpoint of step {state['num_timesteps']:,}",
+                  file=sys.stderr)
         if state is not None:
             _check_resumable(state["config"], config, run_dir.path)
+            run_dir.discard_newer(int(state["num_timesteps"]))  # they did not load
             # A writer killed between its rename and its pruning leaves one checkpoint too many.
             run_dir.prune(int(state["num_timesteps"]), config.keep_checkpoints)
         elif saved_record is not None and saved_record.get("history"):

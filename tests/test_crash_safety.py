@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, checkpoint_name
+from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, checkpoint_name, load_model
 from rlhelpers.config import TrainConfig
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import METRICS_FILE, read_metrics
@@ -210,7 +210,8 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- broken, missing and foreign checkpoints
 
-def test_truncated_checkpoint_falls_back_to_previous_one(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_truncated_checkpoint_falls_back_to_previous_one(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     config = cartpole(tmp_path, total_timesteps=400)
     train(config, show_progress=False)
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
@@ -218,9 +219,19 @@ def test_truncated_checkpoint_falls_back_to_previous_one(tmp_path: Path, capsys:
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
     capsys.readouterr()
 
-    with pytest.warns(UserWarning, match=f"{newest.name} does not load.*falling back"):
-        result = train(cartpole(tmp_path, total_timesteps=600), show_progress=False)
+    names_at_save = []
+    real_save = RunDirectory.save_checkpoint
 
+    def recording_save(self: RunDirectory, state: dict, step: int, keep: int) -> Path:
+        names_at_save.append((step, (self.path / checkpoint_name(step)).exists()))
+        return real_save(self, state, step, keep)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(RunDirectory, "save_checkpoint", recording_save)
+        with pytest.warns(UserWarning, match=f"{newest.name} does not load.*falling back"):
+            result = train(cartpole(tmp_path, total_timesteps=600), show_progress=False)
+
+    assert (400, False) in names_at_save  # the broken file was deleted, not overwritten under its name
     assert resumed_from(capsys.readouterr().err) == 200
     assert [point["step"] for point in result.eval_history] == [0, 200, 400, 600]
     assert history_steps(run_dir) == [0, 200, 400, 600]
@@ -250,6 +261,40 @@ def test_no_loadable_checkpoint_with_history_is_an_error(tmp_path: Path) -> None
 
     assert json.loads(run_dir.history_path.read_text()) == unfinished and not run_dir.checkpoints()
     assert not (run_dir.path / LOCK_FILE).exists()
+
+
+def test_an_unreadable_history_is_rebuilt_from_the_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """As after a Drive upload cut short: the checkpoints hold the whole history, so nothing is lost."""
+    config = cartpole(tmp_path)
+    train(config, show_progress=False)
+    run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
+    run_dir.history_path.write_text('{"history": [')
+    with pytest.raises(RLHelpersError, match="is unreadable .*training the run again .* rebuilds it"):
+        run_dir.read_history()
+    capsys.readouterr()
+
+    result = train(cartpole(tmp_path, total_timesteps=600), show_progress=False)
+
+    assert "eval_history.json is unreadable" in capsys.readouterr().err
+    assert [point["step"] for point in result.eval_history] == [0, 200, 400, 600]
+    assert history_steps(run_dir) == [0, 200, 400, 600]
+    for _, path in run_dir.checkpoints():
+        path.unlink()
+    run_dir.history_path.write_text('{"history": [')
+    with pytest.raises(RLHelpersError, match="is unreadable .*restore it or delete the run directory"):
+        train(config, show_progress=False)  # nothing to rebuild it from: an error, not a fresh start
+    assert run_dir.history_path.read_text() == '{"history": ['
+
+
+def test_a_damaged_snapshot_is_a_clear_error(tmp_path: Path) -> None:
+    config = cartpole(tmp_path, snapshot_interval=200)
+    train(config, show_progress=False)
+    run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
+    _, newest = run_dir.snapshots()[-1]
+    assert load_model(newest)[2] == 400
+    newest.write_bytes(newest.read_bytes()[:100])
+    with pytest.raises(RLHelpersError, match=f"{newest.name} does not load .*delete it, or restore it"):
+        load_model(newest)
 
 
 def test_foreign_config_is_refused_naming_the_field(tmp_path: Path) -> None:
@@ -382,13 +427,14 @@ def test_leftovers_of_a_killed_writer_are_removed_on_start(tmp_path: Path, capsy
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
     good = (run_dir.path / checkpoint_name(400)).read_bytes()
     leftovers = [run_dir.path / (checkpoint_name(600) + ".tmp"), run_dir.path / "eval_history.json.tmp",
-                 run_dir.path / "owner.json.999999.tmp"]
+                 run_dir.path / "owner.json.999999.tmp", run_dir.path / "snapshots" / "model-000000000600.pt.tmp"]
     leftovers[0].write_bytes(good[: len(good) // 3])
     leftovers[1].write_text('{"history": [')
     leftovers[2].write_text("")
+    leftovers[3].write_bytes(good[:10])
     run_dir.staging_path.mkdir(parents=True, exist_ok=True)
     leftovers.append(run_dir.staging_path / checkpoint_name(580))
-    leftovers[3].write_bytes(good[:10])
+    leftovers[4].write_bytes(good[:10])
     (run_dir.path / "notes.tmp").write_text("not ours")
     capsys.readouterr()
 
