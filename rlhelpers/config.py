@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,8 +193,25 @@ WANDB_MODES = ("online", "offline", "disabled")
 EVAL_SEED_OFFSET = 2**30
 
 
+def _type_problem(config: TrainConfig) -> str | None:
+    """The first number or text field holding a value of another type (papermill's ``-r`` passes text)."""
+    for name, hint in typing.get_type_hints(TrainConfig).items():
+        value, types = getattr(config, name), typing.get_args(hint) or (hint,)
+        if value is None and type(None) in types:
+            continue
+        if float in types and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            papermill = " (papermill's -r passes text: use -p)" if isinstance(value, str) else ""
+            return f"{name} must be a number, got {value!r}{papermill}"
+        if str in types and not isinstance(value, str):
+            return f"{name} must be text, got {value!r}"
+    return None
+
+
 def validate(config: TrainConfig) -> TrainConfig:
     """Raise ``RLHelpersError`` naming the first bad value; return the config unchanged otherwise."""
+    problem = _type_problem(config)
+    if problem is not None:
+        raise RLHelpersError(problem)
     if config.algo not in ALGOS:
         raise RLHelpersError(f"unknown algo {config.algo!r}: choose one of {', '.join(ALGOS)}")
     check_supported(config.env_id)

@@ -5,7 +5,9 @@ status of the analysis. Where the runs live and how W&B is set up, on Colab or e
 
 from __future__ import annotations
 
+import ast
 import base64
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,31 @@ from rlhelpers.plotting import (
 
 REPORT_ONLY = "none"
 REPORT_ENV_ID = "PongNoFrameskip-v4"
+# The names of report.ipynb's parameters cell.
+NOTEBOOK_PARAMETERS = ("algo", "seed", "env_id", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes",
+                       "stop_return", "runs_dir", "wandb_project", "wandb_entity", "wandb_mode", "recompute_analysis",
+                       "device", "repo_url")
 _INT_PARAMS = ("seed", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes")
+
+
+def check_parameters(executed_cells: list[str], recompute_analysis: object) -> None:
+    """Stop on what papermill lets through: a ``-p`` name that is not one of ``NOTEBOOK_PARAMETERS``
+    (papermill only warns, and the default stays in force) and text for the ``recompute_analysis`` flag
+    (``-r`` passes text, and any text is true). ``executed_cells`` are the kernel's cell sources (IPython's
+    ``In``); papermill's injected cell is the one that starts with ``# Parameters``."""
+    for source in executed_cells:
+        if not source.startswith("# Parameters\n"):
+            continue
+        for node in ast.parse(source).body:
+            for target in getattr(node, "targets", []):
+                if isinstance(target, ast.Name) and target.id not in NOTEBOOK_PARAMETERS:
+                    close = difflib.get_close_matches(target.id, NOTEBOOK_PARAMETERS, n=1)
+                    raise RLHelpersError(f"unknown parameter {target.id!r}"
+                                         + (f": did you mean {close[0]!r}?" if close else "")
+                                         + f" The parameters are {', '.join(NOTEBOOK_PARAMETERS)}")
+    if not isinstance(recompute_analysis, bool):
+        raise RLHelpersError(f"recompute_analysis must be True or False, got {recompute_analysis!r} "
+                             "(papermill's -r passes text: use -p)")
 
 
 def run_config(algo: str, **params: Any) -> TrainConfig | None:

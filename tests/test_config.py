@@ -2,7 +2,8 @@
 
 import pytest
 
-from rlhelpers.config import TrainConfig, config_differences, format_run_name, parse_run_name
+from rlhelpers.config import TrainConfig, config_differences, format_run_name, parse_run_name, validate
+from rlhelpers.errors import RLHelpersError
 
 
 def test_atari_defaults_follow_the_experiment() -> None:
@@ -36,3 +37,21 @@ def test_run_names_round_trip() -> None:
     for name in ("task1", "task1_seed-", "task1_seed-x", "_seed-0", "task1_seed-007", "task1_seed---1"):
         with pytest.raises(ValueError, match="not a run name"):
             parse_run_name(name)
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"stop_return": "18"}, "stop_return must be a number, got '18' (papermill's -r passes text: use -p)"),
+    ({"lr": "7e-4"}, "lr must be a number, got '7e-4' (papermill's -r passes text: use -p)"),
+    ({"gamma": True}, "gamma must be a number, got True"),
+    ({"device": 0}, "device must be text, got 0"),
+    ({"runs_dir": 1}, "runs_dir must be text, got 1"),
+])
+def test_values_of_the_wrong_type_are_named(values: dict, message: str) -> None:
+    with pytest.raises(RLHelpersError) as caught:
+        validate(TrainConfig(env_id="CartPole-v1", **values))
+    assert str(caught.value) == message
+
+
+def test_numbers_given_as_ints_and_optional_text_left_out_are_accepted() -> None:
+    config = TrainConfig(env_id="CartPole-v1", stop_return=500, lr=1, wandb_entity=None, wandb_mode=None)
+    assert validate(config) is config

@@ -3,6 +3,7 @@ prepared runs, nbconvert to HTML, resume after a killed run, and a bad parameter
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -243,12 +244,30 @@ def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:
         "W&B project: [student/pong-actor-critic](https://wandb.ai/student/pong-actor-critic)")
 
 
-def test_wrong_algo_fails_with_clear_error(tmp_path: Path) -> None:
-    proc, nb = _papermill(tmp_path, "bad.ipynb", ["-p", "algo", "tsak1"])
+@pytest.mark.parametrize(("params", "error"), [
+    (["-p", "algo", "tsak1"], "unknown algo 'tsak1': choose one of a2c, task1, task2, "
+                              "or 'none' to only build the report from the runs present"),
+    # papermill itself only warns about a name the notebook lacks, and the default runs_dir would be used
+    (["-p", "algo", "task1", "-p", "run_dir", "my_runs"], "unknown parameter 'run_dir': did you mean 'runs_dir'?"),
+])
+def test_bad_parameters_fail_with_a_clear_error(tmp_path: Path, params: list[str], error: str) -> None:
+    proc, nb = _papermill(tmp_path, "bad.ipynb", params)
     assert proc.returncode != 0
-    assert _errors(nb) == ["RLHelpersError: unknown algo 'tsak1': choose one of a2c, task1, task2, "
-                           "or 'none' to only build the report from the runs present"]
-    assert not (tmp_path / "runs").exists()
+    (message,) = _errors(nb)
+    assert message.startswith(f"RLHelpersError: {error}")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "my_runs").exists()
+
+
+def test_parameter_names_and_flags_are_checked() -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    params = next(cell.source for cell in nb.cells if "parameters" in cell.metadata.get("tags", []))
+    assert report.NOTEBOOK_PARAMETERS == tuple(node.targets[0].id for node in ast.parse(params).body)
+    injected = '# Parameters\nalgo = "task1"\nseed = 100\nrecompute_analysis = True\n'
+    report.check_parameters(["import os", params, injected], recompute_analysis=True)
+    with pytest.raises(RLHelpersError, match="unknown parameter 'seeds': did you mean 'seed'"):
+        report.check_parameters([injected + "seeds = 100\n"], recompute_analysis=False)
+    with pytest.raises(RLHelpersError, match="recompute_analysis must be True or False, got 'False'"):
+        report.check_parameters([injected], recompute_analysis="False")
 
 
 def test_notebook_setup_and_last_cell() -> None:
