@@ -27,7 +27,7 @@ from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
 from rlhelpers.provenance import session_provenance
 from rlhelpers.runlock import RunLock
 from rlhelpers.stopping import StopRequest
-from rlhelpers.tracking import Tracker, new_run_id
+from rlhelpers.tracking import Tracker, new_run_id, resolve_wandb_mode
 from rlhelpers.trainer import Trainer
 
 LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
@@ -141,6 +141,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     config, device = resolve_config(_keep_saved_precision(config, saved_record))
     if saved_record is not None:
         _check_resumable(saved_record.get("config", {}), config, run_dir.path)
+    resolve_wandb_mode(config.wandb_mode)  # 'online' without a key fails here, before anything is written
     run_dir.create()
     lock = RunLock(run_dir.path)
     lock.acquire()

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import wandb
 
 from rlhelpers.config import TrainConfig
+from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import MetricsLog
 
 
@@ -36,7 +37,11 @@ def has_wandb_key() -> bool:
 
 
 def resolve_wandb_mode(mode: str | None) -> str:
-    """The requested mode, or ``online`` when a key is available and ``offline`` otherwise."""
+    """The requested mode, or ``online`` when a key is available and ``offline`` otherwise. An explicit
+    ``online`` without a key raises ``RLHelpersError`` (W&B would prompt for one, or fail without a terminal)."""
+    if mode == "online" and not has_wandb_key():
+        raise RLHelpersError("wandb_mode 'online' needs an API key: set WANDB_API_KEY or run `wandb login` (on Colab, "
+                             "add the secret WANDB_API_KEY and rerun the set-up cells), or use wandb_mode 'offline'")
     if mode is not None:
         return mode
     return "online" if has_wandb_key() else "offline"

@@ -20,7 +20,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(autouse=True)
 def wandb_sandbox(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Point W&B at a fresh temporary directory, silence it and drop any API key from the environment.
+    """Point W&B at a fresh temporary directory, silence it and hide any API key (environment or netrc login).
 
     W&B reads its settings once per process, so its global state is torn down around each test.
     """
@@ -28,6 +28,7 @@ def wandb_sandbox(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("WANDB_DIR", str(tmp_path_factory.mktemp("wandb")))
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path_factory.getbasetemp() / "no-netrc"))
     monkeypatch.delenv("WANDB_MODE", raising=False)
     yield
     wandb.teardown()

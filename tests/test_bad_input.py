@@ -59,6 +59,7 @@ def cartpole_args(runs_dir, *extra: str) -> list[str]:
     # training seeds (seed + step + env) would reach the evaluation seeds, which start at 2**30
     (["--total-timesteps", str(2**30)], "seed + total_timesteps is too large for the environments' int32 seeds"),
     (["--wandb-mode", "sometimes"], "unknown wandb_mode 'sometimes'"),
+    (["--wandb-mode", "online"], "wandb_mode 'online' needs an API key"),  # conftest hides any key
     (["--device", "tpu"], "unknown device 'tpu'"),
     pytest.param(["--device", "cuda"], "CUDA is not available",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlhelpers.config import TrainConfig
+from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import MetricsLog
 from rlhelpers.tracking import Tracker, has_wandb_key, resolve_wandb_mode
 
@@ -23,9 +24,11 @@ def no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_default_mode_is_online_only_with_a_key(no_key: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not has_wandb_key() and resolve_wandb_mode(None) == "offline"
-    assert resolve_wandb_mode("disabled") == "disabled" and resolve_wandb_mode("online") == "online"
+    assert resolve_wandb_mode("disabled") == "disabled" and resolve_wandb_mode("offline") == "offline"
+    with pytest.raises(RLHelpersError, match="wandb_mode 'online' needs an API key"):
+        resolve_wandb_mode("online")  # rather than W&B's prompt, or its failure without a terminal
     monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
-    assert has_wandb_key() and resolve_wandb_mode(None) == "online"
+    assert has_wandb_key() and resolve_wandb_mode(None) == "online" and resolve_wandb_mode("online") == "online"
 
 
 def test_a_wandb_login_is_found_where_wandb_keeps_it(no_key: Path, monkeypatch: pytest.MonkeyPatch) -> None:
