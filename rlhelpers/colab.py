@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from rlhelpers.errors import RLHelpersError
 from rlhelpers.plotting import COMMITTED_RUNS
 from rlhelpers.tracking import has_wandb_key, publish_command, resolve_wandb_mode
 
@@ -62,6 +63,14 @@ def resolve_runs_dir(runs_dir: str | None) -> str:
     if _on_drive(runs_dir):
         _colab_mount_drive()
     return str(runs_dir)
+
+
+def require_drive(runs_dir: str) -> None:
+    """On Colab with the runs on Google Drive, raise ``RLHelpersError`` unless Drive is mounted: after the
+    last cell unmounts it, a rerun training cell would otherwise write to the VM's own disk."""
+    if _on_drive(runs_dir) and not os.path.ismount(COLAB_DRIVE):
+        raise RLHelpersError(f"Google Drive is not mounted (the notebook's last cell unmounts it), so {runs_dir} "
+                             "is not on Drive now: rerun the set-up cell first, or Run all")
 
 
 def flush_drive(runs_dir: str) -> None:

@@ -72,3 +72,17 @@ def test_runs_dir_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert colab.resolve_runs_dir(None) == colab.COLAB_RUNS_DIR and mounted == [True]
     assert colab.resolve_runs_dir("/content/drive/MyDrive/other") == "/content/drive/MyDrive/other"
     assert colab.resolve_runs_dir("/content/local") == "/content/local" and mounted == [True, True]
+
+
+def test_training_refuses_a_drive_runs_dir_once_drive_is_unmounted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last cell unmounts Drive; a training cell rerun alone must not write /content/drive on the VM's disk."""
+    mounted = {colab.COLAB_DRIVE}
+    monkeypatch.setattr(colab.os.path, "ismount", lambda path: path in mounted)
+    monkeypatch.setattr(colab, "on_colab", lambda: True)
+    colab.require_drive(colab.COLAB_RUNS_DIR)
+    mounted.clear()
+    with pytest.raises(RLHelpersError, match="Google Drive is not mounted .* rerun the set-up cell"):
+        colab.require_drive(colab.COLAB_RUNS_DIR)
+    colab.require_drive("/content/local-runs")  # not on Drive: nothing to check
+    monkeypatch.setattr(colab, "on_colab", lambda: False)
+    colab.require_drive(colab.COLAB_RUNS_DIR)  # elsewhere the path is an ordinary folder
