@@ -5,6 +5,11 @@ Not part of ``rlhelpers``: a yardstick for ``bench.throughput``. gymnasium's ``A
 forward pass per step to pick actions, per-env Python lists as the rollout buffer stacked at the
 end, a per-env Python loop for the n-step returns, then one A2C update with ``torch.optim.RMSprop``
 (a second forward pass over the whole rollout).
+
+It measures speed only; do not learn from it. It keeps gymnasium's default NEXT_STEP autoreset and
+stores the reset step after an episode end (last observation, ignored action, reward 0) as if it were
+a transition, and its frame stack pads with copies rather than zeros: the course-notebook pitfalls
+that ``rlhelpers.envs`` avoids.
 """
 
 from __future__ import annotations
