@@ -191,10 +191,12 @@ def _train(args: argparse.Namespace) -> int:
 def _campaign(args: argparse.Namespace) -> int:
     from rlhelpers.campaign import default_parallel, run_campaign
     from rlhelpers.config import resolve_device, validate
+    from rlhelpers.tracking import resolve_wandb_mode
 
     given = {name: value for name, value in vars(args).items() if name not in ("command", "parallel")}
     parallel = args.parallel if args.parallel is not None else default_parallel()
     config = validate(TrainConfig(**given))  # checks the shared options once, before any run starts
+    resolve_wandb_mode(config.wandb_mode)  # 'online' without a key: one error, not six failed children
     if parallel > 1 and resolve_device(config.device).type == "cpu":
         given.setdefault("torch_threads", 1)
     # The children get the runs directory as an absolute path from run_campaign.

@@ -14,21 +14,22 @@ its step-numbered name; model snapshots take the same path. Older checkpoints ar
 the new one is in place, keeping the newest ``keep``. Nothing is ever overwritten in place, so a kill
 at any moment (or a Google Drive mount that uploads late or does not rename atomically) leaves at
 least the previous good checkpoint. On resume the newest checkpoint that loads wins; broken ones are
-reported, skipped, and deleted once a resume from an older one has started, so that their names are
-written afresh. An unreadable eval_history.json is rebuilt from the checkpoint resumed from.
+reported, skipped, and renamed to ``.broken`` once a resume from an older one has started, so that
+their names are written afresh. An unreadable eval_history.json is rebuilt from the checkpoint resumed from.
 Pruned checkpoints are renamed to ``.tmp`` and truncated to zero bytes before they are deleted, so
 that they do not fill the Drive Trash (which counts against the quota).
 ``remove_stale_files`` clears what a killed writer left behind (``*.tmp`` files, the staging dir).
 A kill therefore never leaves an incomplete file under a checkpoint's name.
 ``load_model`` reads a snapshot, or a policy exported from one, back as a float32 model.
 
-Test-only hook: when the environment variable ``RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S`` is set,
-the copy into the run directory pauses that many seconds halfway, so a test can kill mid-write.
+Test-only hook: when the environment variable ``RLHELPERS_TEST_WRITE_DELAY_S`` is set, the copy of a
+checkpoint or snapshot into the run directory pauses that many seconds halfway, so a test can kill mid-write.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -55,7 +56,8 @@ SNAPSHOT_PATTERN = re.compile(r"^model-(\d{12})\.pt$")
 # Temporary files of _write_durably (checkpoints, snapshots, history), MetricsLog and RunLock (owner.json.<pid>.tmp).
 STALE_TMP_PATTERN = re.compile(rf"^(checkpoint-\d{{12}}\.pt|model-\d{{12}}\.pt|{re.escape(HISTORY_FILE)}|"
                                rf"{re.escape(METRICS_FILE)}|{re.escape(LOCK_FILE)}\.\d+)\.tmp$")
-TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_CHECKPOINT_WRITE_DELAY_S"
+TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_WRITE_DELAY_S"
+BROKEN_SUFFIX = ".broken"
 
 
 def checkpoint_name(step: int) -> str:
@@ -115,7 +117,7 @@ def _write_durably(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     _fsync_dir(path.parent)
 
 
-def _copy_checkpoint(src: Any, dst: Any) -> None:
+def _copy_file(src: Any, dst: Any) -> None:
     """Copy file ``src`` into file ``dst``, pausing halfway when the test-only delay hook is set."""
     delay = float(os.environ.get(TEST_WRITE_DELAY_ENV) or 0)
     if delay > 0:
@@ -138,15 +140,28 @@ def _discard(path: Path) -> None:
         os.replace(path, doomed)
     except FileNotFoundError:
         return
-    os.truncate(doomed, 0)
-    doomed.unlink(missing_ok=True)
+    _empty_and_unlink(doomed)
+
+
+def _empty_and_unlink(path: Path) -> None:
+    """Truncate ``path`` to zero bytes, then delete it (nothing happens if it is gone already)."""
+    try:
+        os.truncate(path, 0)
+    except FileNotFoundError:
+        return
+    path.unlink(missing_ok=True)
 
 
 def load_checkpoint_file(path: Path) -> dict[str, Any]:
-    """Load one checkpoint with ``weights_only=True``; raise ``RLHelpersError`` if it is truncated or corrupt."""
+    """Load one checkpoint with ``weights_only=True``; raise ``RLHelpersError`` if it is truncated or corrupt.
+
+    The file is read first, so that a read error (a Drive mount that dropped) propagates as the ``OSError``
+    it is instead of marking a good checkpoint as broken; only what fails to load from its bytes is damage.
+    """
+    data = Path(path).read_bytes()
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises EOFError, RuntimeError, UnpicklingError, ... on damage
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises EOFError, OSError, RuntimeError, UnpicklingError, ... on damage
         raise RLHelpersError(f"checkpoint {path} does not load ({type(exc).__name__}: {exc})") from exc
     if not isinstance(state, dict) or "num_timesteps" not in state:
         raise RLHelpersError(f"checkpoint {path} does not hold a training state")
@@ -181,8 +196,7 @@ class RunDirectory:
             if folder.is_dir():
                 for entry in folder.iterdir():
                     if STALE_TMP_PATTERN.match(entry.name):
-                        os.truncate(entry, 0)  # emptied first, as pruned checkpoints are, for the Drive Trash
-                        entry.unlink(missing_ok=True)
+                        _empty_and_unlink(entry)  # emptied first, as pruned checkpoints are, for the Drive Trash
                         removed.append(str(entry.relative_to(self.path)))
         return sorted(removed)
 
@@ -221,7 +235,7 @@ class RunDirectory:
             torch.save(obj, local)
             verify(local)
             with open(local, "rb") as src:
-                _write_durably(target, lambda dst: _copy_checkpoint(src, dst))
+                _write_durably(target, lambda dst: _copy_file(src, dst))
         finally:
             local.unlink(missing_ok=True)
 
@@ -257,14 +271,19 @@ class RunDirectory:
         for old in older[max(keep - 1, 0):]:
             _discard(old)
 
-    def discard_newer(self, step: int) -> None:
-        """Delete the checkpoints newer than ``step``: after a resume from ``step``, those that did not load.
+    def set_aside_newer(self, step: int) -> list[Path]:
+        """Rename the checkpoints newer than ``step`` (after a resume from ``step``, those that did not load)
+        to ``<name>.broken``; returns the new paths.
 
-        Their names are then written afresh, never over a broken file (on Drive an overwrite may sync late).
+        Their names are then written afresh, never over a broken file (on Drive an overwrite may sync late),
+        and the broken files stay for a look.
         """
+        aside = []
         for newer_step, path in self.checkpoints():
             if newer_step > step:
-                _discard(path)
+                aside.append(path.with_name(path.name + BROKEN_SUFFIX))
+                os.replace(path, aside[-1])
+        return aside
 
     def load_latest_checkpoint(self) -> dict[str, Any] | None:
         """The newest checkpoint that loads, or None if there is none at all.

@@ -9,6 +9,7 @@ and settles what ``auto`` means on this machine (device, precision).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import typing
 from dataclasses import dataclass, field
@@ -137,6 +138,8 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
+        if isinstance(self.runs_dir, os.PathLike):
+            self.runs_dir = os.fspath(self.runs_dir)
         for name, value in env_defaults(self.algo, self.env_id).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)

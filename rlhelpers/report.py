@@ -45,7 +45,8 @@ def check_parameters(executed_cells: list[str], recompute_analysis: object) -> N
             continue
         for node in ast.parse(source).body:
             for target in getattr(node, "targets", []):
-                if isinstance(target, ast.Name) and target.id not in NOTEBOOK_PARAMETERS:
+                if (isinstance(target, ast.Name) and target.id not in NOTEBOOK_PARAMETERS
+                        and not target.id.startswith("PAPERMILL_")):  # --inject-paths adds these
                     close = difflib.get_close_matches(target.id, NOTEBOOK_PARAMETERS, n=1)
                     raise RLHelpersError(f"unknown parameter {target.id!r}"
                                          + (f": did you mean {close[0]!r}?" if close else "")

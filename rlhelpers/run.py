@@ -12,6 +12,7 @@ import dataclasses
 import math
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,14 @@ def _keep_saved_precision(config: TrainConfig, saved_record: dict[str, Any] | No
     return config
 
 
+def _newest_checkpoint_config(run_dir: RunDirectory) -> dict[str, Any]:
+    """The config saved in the newest checkpoint that loads (quietly: the load under the lock reports the
+    broken ones)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_dir.load_latest_checkpoint()["config"]
+
+
 def _check_resumable(saved: dict[str, Any], config: TrainConfig, where: Path) -> None:
     differences = config_differences(saved, config)
     if differences:
@@ -137,7 +146,8 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     except RLHelpersError as exc:  # e.g. a copy that Google Drive synced only in part
         if not run_dir.checkpoints():
             raise
-        saved_record, unreadable_history = None, exc  # rebuilt below from the newest checkpoint
+        # Rebuilt below from the newest checkpoint, whose config stands in for the history's meanwhile.
+        saved_record, unreadable_history = {"config": _newest_checkpoint_config(run_dir)}, exc
     config, device = resolve_config(_keep_saved_precision(config, saved_record))
     if saved_record is not None:
         _check_resumable(saved_record.get("config", {}), config, run_dir.path)
@@ -157,7 +167,8 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
                   file=sys.stderr)
         if state is not None:
             _check_resumable(state["config"], config, run_dir.path)
-            run_dir.discard_newer(int(state["num_timesteps"]))  # they did not load
+            for path in run_dir.set_aside_newer(int(state["num_timesteps"])):  # they did not load
+                print(f"moved the broken {path.stem} aside as {path.name}", file=sys.stderr)
             # A writer killed between its rename and its pruning leaves one checkpoint too many.
             run_dir.prune(int(state["num_timesteps"]), config.keep_checkpoints)
         elif saved_record is not None and saved_record.get("history"):

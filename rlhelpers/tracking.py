@@ -31,9 +31,10 @@ def has_wandb_key() -> bool:
         return True
     host = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").netloc
     try:
-        return netrc.netrc(os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")).authenticators(host) is not None
+        entry = netrc.netrc(os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")).authenticators(host)
     except (OSError, netrc.NetrcParseError):
         return False
+    return bool(entry and entry[2])  # (login, account, password): the password is the key
 
 
 def resolve_wandb_mode(mode: str | None) -> str:

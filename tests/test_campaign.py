@@ -144,7 +144,10 @@ def test_a_failing_run_fails_the_campaign_by_name(tmp_path: Path, capsys: pytest
     assert "error: " in (runs / failing[0] / TRAIN_LOG).read_text()
 
 
-def test_parallel_must_be_positive(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["campaign", "--runs-dir", str(tmp_path), "--parallel", "0", *CARTPOLE]) == 2
-    assert "parallel must be a positive integer, got 0" in capsys.readouterr().err
+@pytest.mark.parametrize(("args", "error"), [(["--parallel", "0"], "parallel must be a positive integer, got 0"),
+                                             (["--wandb-mode", "online"], "wandb_mode 'online' needs an API key")])
+def test_bad_campaign_options_start_nothing(tmp_path: Path, capsys: pytest.CaptureFixture, args: list[str],
+                                           error: str) -> None:
+    assert main(["campaign", "--runs-dir", str(tmp_path), *CARTPOLE, *args]) == 2
+    assert error in capsys.readouterr().err
     assert not any(tmp_path.iterdir())

@@ -1,4 +1,6 @@
-"""Defaults that depend on the algorithm and the kind of env; explicit values always win."""
+"""Defaults that depend on the algorithm and the kind of env; explicit values always win; values are checked."""
+
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +54,7 @@ def test_values_of_the_wrong_type_are_named(values: dict, message: str) -> None:
     assert str(caught.value) == message
 
 
-def test_numbers_given_as_ints_and_optional_text_left_out_are_accepted() -> None:
-    config = TrainConfig(env_id="CartPole-v1", stop_return=500, lr=1, wandb_entity=None, wandb_mode=None)
-    assert validate(config) is config
+def test_numbers_given_as_ints_optional_text_left_out_and_a_path_are_accepted(tmp_path: Path) -> None:
+    config = TrainConfig(env_id="CartPole-v1", stop_return=500, lr=1, wandb_entity=None, wandb_mode=None,
+                         runs_dir=tmp_path)
+    assert validate(config) is config and config.runs_dir == str(tmp_path)

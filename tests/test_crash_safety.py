@@ -217,6 +217,7 @@ def test_truncated_checkpoint_falls_back_to_previous_one(tmp_path: Path, capsys:
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
     newest = run_dir.path / checkpoint_name(400)
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    broken = newest.read_bytes()
     capsys.readouterr()
 
     names_at_save = []
@@ -231,11 +232,32 @@ def test_truncated_checkpoint_falls_back_to_previous_one(tmp_path: Path, capsys:
         with pytest.warns(UserWarning, match=f"{newest.name} does not load.*falling back"):
             result = train(cartpole(tmp_path, total_timesteps=600), show_progress=False)
 
-    assert (400, False) in names_at_save  # the broken file was deleted, not overwritten under its name
-    assert resumed_from(capsys.readouterr().err) == 200
+    assert (400, False) in names_at_save  # the broken file was set aside, not overwritten under its name
+    err = capsys.readouterr().err
+    assert resumed_from(err) == 200 and f"moved the broken {newest.name} aside as {newest.name}.broken" in err
+    assert (run_dir.path / f"{newest.name}.broken").read_bytes() == broken
     assert [point["step"] for point in result.eval_history] == [0, 200, 400, 600]
     assert history_steps(run_dir) == [0, 200, 400, 600]
-    assert sorted(load_all(run_dir)) == [200, 400, 600]  # the broken 400 was replaced by a good one
+    assert sorted(load_all(run_dir)) == [200, 400, 600]  # a good 400 was written in its place
+
+
+def test_a_read_error_is_not_taken_for_a_broken_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An I/O error (a Drive mount that dropped) stops the resume; the checkpoint is neither skipped nor set aside."""
+    config = cartpole(tmp_path)
+    train(config, show_progress=False)
+    run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
+    real_read = Path.read_bytes
+
+    def flaky_read(path: Path) -> bytes:
+        if path.name == checkpoint_name(400):
+            raise OSError(errno.ENOTCONN, "Transport endpoint is not connected")
+        return real_read(path)
+
+    monkeypatch.setattr(Path, "read_bytes", flaky_read)
+    with pytest.raises(OSError, match="Transport endpoint"):
+        train(cartpole(tmp_path, total_timesteps=600), show_progress=False)
+    monkeypatch.undo()
+    assert sorted(load_all(run_dir)) == [0, 200, 400] and history_steps(run_dir) == [0, 200, 400]
 
 
 def test_no_loadable_checkpoint_with_history_is_an_error(tmp_path: Path) -> None:
@@ -265,7 +287,7 @@ def test_no_loadable_checkpoint_with_history_is_an_error(tmp_path: Path) -> None
 
 def test_an_unreadable_history_is_rebuilt_from_the_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """As after a Drive upload cut short: the checkpoints hold the whole history, so nothing is lost."""
-    config = cartpole(tmp_path)
+    config = cartpole(tmp_path, precision="bf16")
     train(config, show_progress=False)
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
     run_dir.history_path.write_text('{"history": [')
@@ -273,11 +295,13 @@ def test_an_unreadable_history_is_rebuilt_from_the_checkpoint(tmp_path: Path, ca
         run_dir.read_history()
     capsys.readouterr()
 
-    result = train(cartpole(tmp_path, total_timesteps=600), show_progress=False)
+    result = train(cartpole(tmp_path, total_timesteps=600, precision="auto"), show_progress=False)
 
     assert "eval_history.json is unreadable" in capsys.readouterr().err
     assert [point["step"] for point in result.eval_history] == [0, 200, 400, 600]
     assert history_steps(run_dir) == [0, 200, 400, 600]
+    # precision auto resumes in the run's own precision (bf16 here), read from the checkpoint meanwhile
+    assert run_dir.read_history()["config"]["precision"] == "bf16"
     for _, path in run_dir.checkpoints():
         path.unlink()
     run_dir.history_path.write_text('{"history": [')
@@ -384,7 +408,7 @@ def test_disk_full_during_a_checkpoint_write_keeps_the_previous_one(tmp_path: Pa
         dst.write(src.read(1000))
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("rlhelpers.checkpoint._copy_checkpoint", disk_fills_up)
+    monkeypatch.setattr("rlhelpers.checkpoint._copy_file", disk_fills_up)
     with pytest.raises(RLHelpersError, match=r"checkpoint-000000000600\.pt: No space left on device.*intact"):
         train(cartpole(tmp_path, total_timesteps=800), show_progress=False)
 

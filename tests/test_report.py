@@ -264,6 +264,7 @@ def test_parameter_names_and_flags_are_checked() -> None:
     assert report.NOTEBOOK_PARAMETERS == tuple(node.targets[0].id for node in ast.parse(params).body)
     injected = '# Parameters\nalgo = "task1"\nseed = 100\nrecompute_analysis = True\n'
     report.check_parameters(["import os", params, injected], recompute_analysis=True)
+    report.check_parameters([injected + 'PAPERMILL_INPUT_PATH = "report.ipynb"\n'], True)  # --inject-paths
     with pytest.raises(RLHelpersError, match="unknown parameter 'seeds': did you mean 'seed'"):
         report.check_parameters([injected + "seeds = 100\n"], recompute_analysis=False)
     with pytest.raises(RLHelpersError, match="recompute_analysis must be True or False, got 'False'"):

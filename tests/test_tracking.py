@@ -41,6 +41,8 @@ def test_a_wandb_login_is_found_where_wandb_keeps_it(no_key: Path, monkeypatch: 
     assert not has_wandb_key()  # NETRC replaces ~/.netrc, whose entry is for another host
     monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")
     assert has_wandb_key()
+    no_key.write_text("machine wandb.example.org login user\n")
+    assert not has_wandb_key()  # an entry without a password holds no key
 
 
 def test_training_without_a_key_says_so_and_logs_offline(no_key: Path, tmp_path: Path,
