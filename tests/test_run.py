@@ -1,13 +1,12 @@
-"""The run around the algorithm: the per-metric running means it logs, and a config resolved once."""
+"""The run around the algorithm: the per-metric running means it logs, a config resolved once, and when it stops."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
 import pytest
+from test_trainer import EPISODE_STEPS, TERMINATING_ENV
 
 from rlhelpers import config, run, trainer
 from rlhelpers.config import TrainConfig
@@ -65,33 +64,13 @@ def test_a_budget_off_the_evaluation_grid_still_ends_with_an_evaluation(tmp_path
     assert [point["step"] for point in result.eval_history] == [0, 200, 400, 500]
 
 
-SCORE = 8
-
-
-class FixedScoreEnv(gym.Env):
-    """Reward 1 per step and episodes of SCORE steps: every evaluation's mean return is exactly SCORE."""
-
-    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
-        self.t += 1
-        return np.zeros(1, np.float32), 1.0, self.t >= SCORE, False, {}
-
-
-FIXED_SCORE_ENV = "rlhelpers-test/FixedScore-v0"
-gym.register(FIXED_SCORE_ENV, entry_point=FixedScoreEnv)
+SCORE = EPISODE_STEPS  # reward 1 per step of episodes that end after EPISODE_STEPS steps: every mean is SCORE
 
 
 @pytest.mark.parametrize(("stop_return", "expected"), [(SCORE - 0.5, ("stop_return", 0)),
                                                       (SCORE, ("total_timesteps", 400))])
 def test_a_run_stops_once_its_mean_return_exceeds_stop_return_not_when_it_equals_it(
         tmp_path: Path, stop_return: float, expected: tuple[str, int]) -> None:
-    settings = dict(CARTPOLE, env_id=FIXED_SCORE_ENV, stop_return=stop_return, runs_dir=str(tmp_path))
+    settings = dict(CARTPOLE, env_id=TERMINATING_ENV, stop_return=stop_return, runs_dir=str(tmp_path))
     result = train(TrainConfig(total_timesteps=400, **settings), show_progress=False)
     assert (result.stop_reason, result.num_timesteps) == expected
