@@ -8,12 +8,14 @@ Training (``Tracker``) and ``publish`` open runs the same way, through ``init_ru
 
 from __future__ import annotations
 
+import configparser
 import netrc
 import os
 import secrets
 import shlex
 import string
 import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,14 +26,24 @@ from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import MetricsLog
 
 
+def wandb_host() -> str:
+    """The W&B server's host: that of ``WANDB_BASE_URL``, else of the ``base_url`` that ``wandb login --host``
+    saved in wandb's settings file (in ``WANDB_CONFIG_DIR``, default ~/.config/wandb), else api.wandb.ai."""
+    url = os.environ.get("WANDB_BASE_URL")
+    if not url:
+        settings = configparser.ConfigParser()
+        settings.read(Path(os.environ.get("WANDB_CONFIG_DIR") or "~/.config/wandb").expanduser() / "settings")
+        url = settings.get("default", "base_url", fallback="https://api.wandb.ai")
+    return urlsplit(url).netloc
+
+
 def has_wandb_key() -> bool:
-    """True if an API key is available: ``WANDB_API_KEY``, or a ``wandb login`` entry for the W&B host
-    (``WANDB_BASE_URL``, default api.wandb.ai) in the netrc file that wandb reads (``NETRC``, default ~/.netrc)."""
+    """True if an API key is available: ``WANDB_API_KEY``, or a ``wandb login`` entry for ``wandb_host()`` in
+    the netrc file that wandb reads (``NETRC``, default ~/.netrc)."""
     if os.environ.get("WANDB_API_KEY"):
         return True
-    host = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").netloc
     try:
-        entry = netrc.netrc(os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")).authenticators(host)
+        entry = netrc.netrc(os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")).authenticators(wandb_host())
     except (OSError, netrc.NetrcParseError):
         return False
     return bool(entry and entry[2])  # (login, account, password): the password is the key

@@ -9,7 +9,7 @@ import pytest
 from rlhelpers.config import TrainConfig
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.metrics_log import MetricsLog
-from rlhelpers.tracking import Tracker, has_wandb_key, resolve_wandb_mode
+from rlhelpers.tracking import Tracker, has_wandb_key, resolve_wandb_mode, wandb_host
 
 
 @pytest.fixture
@@ -18,6 +18,7 @@ def no_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.delenv("WANDB_BASE_URL", raising=False)
     monkeypatch.delenv("NETRC", raising=False)
+    monkeypatch.delenv("WANDB_CONFIG_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     return tmp_path / "netrc"
 
@@ -43,6 +44,18 @@ def test_a_wandb_login_is_found_where_wandb_keeps_it(no_key: Path, monkeypatch: 
     assert has_wandb_key()
     no_key.write_text("machine wandb.example.org login user\n")
     assert not has_wandb_key()  # an entry without a password holds no key
+
+
+def test_the_host_of_wandb_login_host_is_read_from_wandb_settings(no_key: Path) -> None:
+    """``wandb login --host URL`` keeps URL in ~/.config/wandb/settings, not in the environment."""
+    assert wandb_host() == "api.wandb.ai"
+    settings = no_key.parent / ".config" / "wandb" / "settings"
+    settings.parent.mkdir(parents=True)
+    settings.write_text("[default]\nbase_url = https://wandb.example.org:8443\n")
+    assert wandb_host() == "wandb.example.org:8443"
+    (no_key.parent / ".netrc").write_text(f"machine wandb.example.org:8443 login user password {'k' * 40}\n")
+    (no_key.parent / ".netrc").chmod(0o600)
+    assert has_wandb_key()
 
 
 def test_training_without_a_key_says_so_and_logs_offline(no_key: Path, tmp_path: Path,
