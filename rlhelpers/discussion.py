@@ -72,7 +72,8 @@ task2 {task2_vs_a2c}.
 difference of at most {agreement_f32_max_rel} in float32 and {agreement_f64_max_rel} in float64:
 {agreement_conclusion}. The two runs of one seed start from the same weights and environment seeds,
 and their code differs only in the baseline subtracted inside the actor's loss, so their evaluation
-histories are identical until {task_pair_identical_until}. After that their mean returns are
+histories can part only where rounding differences grow into different actions. They are
+identical up to the evaluation at {task_pair_identical_until}. After that their mean returns are
 {task_pair_gap} points apart on average, against {seed_pair_gap} between the two seeds of one
 algorithm at the same evaluations (the standard error of one such gap is about {gap_sem}). The
 task1/task2 gap is {pair_verdict} the seed-to-seed gap: {pair_conclusion}.

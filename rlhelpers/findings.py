@@ -29,6 +29,7 @@ A figure with no data behind it yet reads ``n/a``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -46,16 +47,29 @@ def _millions(step: int | None, missing: str) -> str:
     return missing if step is None else "step 0" if step == 0 else f"{step / 1e6:.1f}M"
 
 
+# A format of its own for ratios whose range spans orders of magnitude: two significant digits, no exponent.
+SIGNIFICANT = "significant"
+
+
+def _format(value: float, fmt: str) -> str:
+    """``value`` in the format ``fmt``, or with two significant digits for ``SIGNIFICANT`` (0.027, 0.33, 7.3,
+    35, 108)."""
+    if fmt != SIGNIFICANT:
+        return format(value, fmt)
+    decimals = 0 if value == 0 or not math.isfinite(value) else max(0, 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"
+
+
 def _one(value: float | None, fmt: str) -> str:
-    return MISSING if value is None else format(value, fmt)
+    return MISSING if value is None else _format(value, fmt)
 
 
 def _span(values: list[float], fmt: str) -> str:
-    """``"low–high"`` of ``values`` formatted with ``fmt`` (``"low to high"`` from a negative low; one
-    value if they agree), or ``n/a``."""
+    """``"low–high"`` of ``values``, each end formatted with ``fmt`` (``"low to high"`` from a negative low;
+    one value if they agree), or ``n/a``."""
     if not values:
         return MISSING
-    low, high = format(min(values), fmt), format(max(values), fmt)
+    low, high = _format(min(values), fmt), _format(max(values), fmt)
     return low if low == high else f"{low} to {high}" if min(values) < 0 else f"{low}–{high}"
 
 
@@ -161,11 +175,11 @@ def _head_actor_ratios(trained: list[dict[str, Any]]) -> list[float]:
 
 
 # How each gradient figure is formatted: a range of values, or one extreme.
-SPAN_FORMATS = {"variance_ratio": ".0f", "snr_all_action": ".0f", "snr_sampled": ".1f", "snr_a2c": ".2f",
-                "head_actor_a2c_over_task1": ".0f",
+SPAN_FORMATS = {"variance_ratio": SIGNIFICANT, "snr_all_action": SIGNIFICANT, "snr_sampled": SIGNIFICANT,
+                "snr_a2c": SIGNIFICANT, "head_actor_a2c_over_task1": SIGNIFICANT,
                 **{f"{name}_{algo}": fmt for algo in ALGOS for name, fmt in (
-                    ("encoder_critic_over_actor", ".0f"), ("head_entropy_over_actor", ".2g"),
-                    ("advantage_rms", ".3f"), ("critic_error_over_advantage", ".0f"),
+                    ("encoder_critic_over_actor", SIGNIFICANT), ("head_entropy_over_actor", SIGNIFICANT),
+                    ("advantage_rms", ".3f"), ("critic_error_over_advantage", SIGNIFICANT),
                     ("eps_share_policy_head", ".0%"))}}
 
 

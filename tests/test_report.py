@@ -463,7 +463,7 @@ def test_discussion_figures_come_from_the_histories_and_the_measurements(tmp_pat
     assert figures["bf16_min_cosine"] == "0.9700"
     assert (figures["measured_states"], figures["batch_states"]) == ("160", "80")
     assert figures["task2_leave"] == "2.0M (seed 0)" and figures["encoder_critic_over_actor_task2"] == MISSING
-    assert figures["head_entropy_over_actor_task1"] == "0.01"  # 1e-5 / 0.001 at 1M; step 0 left out
+    assert figures["head_entropy_over_actor_task1"] == "0.010"  # 1e-5 / 0.001 at 1M; step 0 left out
     assert (figures["advantage_rms_task1"], figures["advantage_rms_a2c"]) == ("0.020", "0.400")
     assert (figures["critic_error_over_advantage_task1"], figures["critic_error_over_advantage_a2c"]) == ("25", MISSING)
     assert (figures["pg_coef_a2c"], figures["pg_coef_task1"], figures["lr_ratio"]) == ("1", "0.1", "2.1")
@@ -481,6 +481,19 @@ def test_figures_read_well_at_step_zero_and_below_zero(tmp_path: Path) -> None:
     figures = discussion_figures(report.summarize_runs(tmp_path), load_histories(tmp_path), results)
     assert figures["task_pair_identical_until"] == "step 0 (seed 0)"  # not "0.0M"
     assert figures["snr_a2c"] == "-0.19 to 0.15"  # not "-0.19–0.15"
+
+
+def test_ranges_over_orders_of_magnitude_keep_two_significant_digits_at_both_ends(tmp_path: Path) -> None:
+    _write_runs(tmp_path, [_record("task1", 0, [-21.0, -20.0])])
+    snapshots = [_snapshot("task1_seed-0", step, _terms(0.001, 0.001, 0.2), 0.99,
+                           **_task_measures(1.0, 1e-6, 1e-15, ratio, snr_all, snr_sampled))
+                 for step, ratio, snr_all, snr_sampled in ((1_000_000, 3.37, 0.331, 0.0273),
+                                                           (2_000_000, 37.7, 35.0, 6.64))]
+    results = {"snapshots": {f"{s['run']}@{s['step']}": s for s in snapshots}, "optimizer_regime": {}}
+    figures = discussion_figures(report.summarize_runs(tmp_path), load_histories(tmp_path), results)
+    # not "0–35" or "0.0–6.6": the low end keeps its digits too
+    assert (figures["snr_all_action"], figures["snr_sampled"]) == ("0.33–35", "0.027–6.6")
+    assert figures["variance_ratio"] == "3.4–38"
 
 
 def test_hardware_names_each_device_and_the_runs_without_a_record(tmp_path: Path) -> None:
@@ -573,7 +586,7 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     assert "Lower variance did not buy faster learning here" in prose
     assert "leaving the plateau is within (seed 0); later (seed 100)" in prose
     assert "its passing 18 is earlier (seed 0); later, not reached by 10,000,000 (seed 100)" in prose
-    assert "identical until 3.0M (seed 0); 3.0M (seed 100)" in prose
+    assert "identical up to the evaluation at 3.0M (seed 0); 3.0M (seed 100)" in prose
     # gaps after 3M: 1 and 0.5 for the task pairs; the seed pairs at those steps: a2c 12, 15, 13.5 (seed 0
     # stopped at 6M), task1 1 and task2 2.5 at each of the seven steps
     assert "mean returns are 0.8 points apart on average, against 3.8 between" in prose
