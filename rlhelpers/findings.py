@@ -180,7 +180,7 @@ SPAN_FORMATS = {"variance_ratio": SIGNIFICANT, "snr_all_action": SIGNIFICANT, "s
                 **{f"{name}_{algo}": fmt for algo in ALGOS for name, fmt in (
                     ("encoder_critic_over_actor", SIGNIFICANT), ("head_entropy_over_actor", SIGNIFICANT),
                     ("advantage_rms", ".3f"), ("critic_error_over_advantage", SIGNIFICANT),
-                    ("eps_share_policy_head", ".0%"))}}
+                    ("eps_share_policy_head", ".1%"))}}
 
 
 def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
