@@ -458,7 +458,7 @@ def test_discussion_figures_come_from_the_histories_and_the_measurements(tmp_pat
     assert (figures["variance_ratio"], figures["snr_all_action"], figures["snr_sampled"]) == ("20", "300", "7.3")
     assert figures["snr_a2c"] == "0.50"
     assert figures["head_actor_a2c_over_task1"] == "30"  # at 1M only: step 0 is the shared initialisation
-    assert (figures["eps_share_policy_head_task1"], figures["eps_share_policy_head_a2c"]) == ("99.4%", "80.0%")  # not 100% for 99.8%
+    assert (figures["eps_share_policy_head_task1"], figures["eps_share_policy_head_a2c"]) == ("99.4%", "80.0%")
     assert (figures["encoder_critic_over_actor_a2c"], figures["encoder_critic_over_actor_task1"]) == ("30", "200")
     assert figures["bf16_min_cosine"] == "0.9700"
     assert (figures["measured_states"], figures["batch_states"]) == ("160", "80")
