@@ -200,11 +200,13 @@ def _type_problem(config: TrainConfig) -> str | None:
     """The first number or text field holding a value of another type (papermill's ``-r`` passes text)."""
     for name, hint in typing.get_type_hints(TrainConfig).items():
         value, types = getattr(config, name), typing.get_args(hint) or (hint,)
+        papermill = " (papermill's -r passes text: use -p)" if isinstance(value, str) else ""
         if value is None and type(None) in types:
             continue
         if float in types and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            papermill = " (papermill's -r passes text: use -p)" if isinstance(value, str) else ""
             return f"{name} must be a number, got {value!r}{papermill}"
+        if int in types and isinstance(value, str):
+            return f"{name} must be an integer, got {value!r}{papermill}"
         if str in types and not isinstance(value, str):
             return f"{name} must be text, got {value!r}"
     return None

@@ -44,6 +44,8 @@ def test_run_names_round_trip() -> None:
 @pytest.mark.parametrize(("values", "message"), [
     ({"stop_return": "18"}, "stop_return must be a number, got '18' (papermill's -r passes text: use -p)"),
     ({"lr": "7e-4"}, "lr must be a number, got '7e-4' (papermill's -r passes text: use -p)"),
+    ({"seed": "0"}, "seed must be an integer, got '0' (papermill's -r passes text: use -p)"),
+    ({"n_envs": "4"}, "n_envs must be an integer, got '4' (papermill's -r passes text: use -p)"),
     ({"gamma": True}, "gamma must be a number, got True"),
     ({"device": 0}, "device must be text, got 0"),
     ({"runs_dir": 1}, "runs_dir must be text, got 1"),
