@@ -302,24 +302,17 @@ def _evenly_spaced(items: list[Any], n: int) -> list[Any]:
     return [items[i] for i in sorted(set(picks.tolist()))]
 
 
-def stage_snapshots(run_dir: Path, n_stages: int = 3) -> list[Path]:
-    """Snapshots spread over training: the first, the last, and evenly spaced ones between (only the
-    last for a single stage)."""
-    snapshots = [path for _, path in RunDirectory(run_dir).snapshots()]
-    return snapshots[-1:] if n_stages == 1 else _evenly_spaced(snapshots, n_stages)
-
-
-def shared_stage_snapshots(run_dirs: list[Path], n_stages: int) -> dict[Path, list[Path]]:
-    """The snapshots to measure of each run that has any, in step order: ``n_stages - 1`` steps spread
-    evenly (first to last) over the snapshot steps that every such run has, so that runs can be compared
-    at one step, then the run's own last snapshot (a step once only; only the last for a single stage).
-    Runs that share no step get their own ``stage_snapshots`` instead."""
-    steps = {run_dir: dict(found) for run_dir in run_dirs if (found := RunDirectory(run_dir).snapshots())}
+def stage_steps(steps: dict[str, list[int]], n_stages: int) -> dict[str, list[int]]:
+    """The steps to measure of each run, in order: ``n_stages - 1`` steps spread evenly (first to last) over
+    the steps that every run has, so that runs can be compared at one step, then the run's own last step
+    (a step once only; only the last for a single stage). Runs that share no step get their own first,
+    last and evenly spaced steps between instead."""
     shared = sorted(set.intersection(*(set(found) for found in steps.values()))) if steps else []
     if not shared:
-        return {run_dir: stage_snapshots(run_dir, n_stages) for run_dir in steps}
+        return {run: sorted(found)[-1:] if n_stages == 1 else _evenly_spaced(sorted(found), n_stages)
+                for run, found in steps.items()}
     picks = _evenly_spaced(shared, n_stages - 1)
-    return {run_dir: [found[step] for step in sorted({*picks, max(found)})] for run_dir, found in steps.items()}
+    return {run: sorted({*picks, max(found)}) for run, found in steps.items()}
 
 
 # Raise whenever a measurement above changes, so that analyze does not keep results measured the old way.
@@ -335,34 +328,48 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
                  previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every measurement above for each run's snapshots under ``runs_dir``.
 
-    Snapshots: ``n_stages`` per run, chosen by ``shared_stage_snapshots``. States: ``collect_batch``'s
+    Snapshots: ``n_stages`` per run, at the steps ``stage_steps`` chooses. States: ``collect_batch``'s
     ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``, after ``burn_in_steps``
     and separated by ``gap_steps`` unrecorded steps per env. A snapshot's entry in ``previous`` (earlier
     results) is kept instead of measured again when the method, the settings and the snapshot file's
-    SHA-256 are the same; the optimizer regime is always read anew.
+    SHA-256 are the same. A run under ``runs_dir`` whose snapshots are gone (a fresh clone, another
+    machine) keeps its entries and optimizer regime from ``previous``, and its measured steps take part
+    in choosing the shared steps; the optimizer regime of a run with a checkpoint is always read anew.
     """
     runs_dir = Path(runs_dir)
-    stages = shared_stage_snapshots(sorted(p for p in runs_dir.glob("*") if p.is_dir()), n_stages)
-    staged = [(run_dir, path) for run_dir, paths in stages.items() for path in paths]
-    if not staged:
+    run_dirs = {path.name: path for path in sorted(runs_dir.glob("*")) if path.is_dir()}
+    local = {name: dict(found) for name, path in run_dirs.items() if (found := RunDirectory(path).snapshots())}
+    if not local:
         raise RLHelpersError(f"no model snapshots under {runs_dir}/*/snapshots/: they are written while training "
                              "and are not committed")
     settings = {"method": __doc__, "method_version": METHOD_VERSION, "n_rollouts": n_rollouts, "env_seed": seed,
                 "burn_in_steps": burn_in_steps, "gap_steps": gap_steps,
                 "libraries": {name: importlib.metadata.version(name) for name in ("torch", "gymnasium", "ale-py")}}
     same_settings = isinstance(previous, dict) and all(previous.get(key) == value for key, value in settings.items())
-    earlier = previous.get("snapshots") if same_settings else None
-    reusable = ({key: entry for key, entry in earlier.items() if isinstance(entry, dict)}
+    earlier, earlier_regimes = ((previous.get("snapshots"), previous.get("optimizer_regime")) if same_settings
+                                else (None, None))
+    reusable = ({key: entry for key, entry in earlier.items() if isinstance(entry, dict) and "step" in entry}
                 if isinstance(earlier, dict) else {})
+    kept: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, entry in reusable.items():
+        run = key.rpartition("@")[0]
+        if run in run_dirs and run not in local:
+            kept.setdefault(run, {})[int(entry["step"])] = entry
+    stages = stage_steps({**{run: list(found) for run, found in local.items()},
+                          **{run: list(found) for run, found in kept.items()}}, n_stages)
     results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {}}
-    for run_dir, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
-        key, digest = f"{run_dir.name}@{int(SNAPSHOT_PATTERN.match(path.name).group(1))}", _sha256(path)
+    for run, steps in stages.items():
+        for step in steps if run in kept else ():
+            results["snapshots"][f"{run}@{step}"] = kept[run][step]
+    staged = [(run, local[run][step]) for run, steps in stages.items() if run in local for step in steps]
+    for run, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
+        key, digest = f"{run}@{int(SNAPSHOT_PATTERN.match(path.name).group(1))}", _sha256(path)
         if reusable.get(key, {}).get("snapshot_sha256") == digest:
             results["snapshots"][key] = reusable[key]
             continue
         model, config, step = load_model(path)
         batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
-        entry: dict[str, Any] = {"run": run_dir.name, "step": step, "precision": config.precision,
+        entry: dict[str, Any] = {"run": run, "step": step, "precision": config.precision,
                                  "snapshot_sha256": digest}
         if config.algo == "a2c":
             entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch, config.batch_size)
@@ -373,13 +380,18 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
         entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
         entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
         results["snapshots"][key] = entry
+    results["snapshots"] = dict(sorted(results["snapshots"].items(),
+                                       key=lambda item: (item[1]["run"], item[1]["step"])))
     regimes = {}
-    for run_dir, paths in stages.items():
-        state = RunDirectory(run_dir).load_latest_checkpoint()
-        if state is not None:
-            model, config, _ = load_model(paths[-1])  # for the parameter groups; v is the checkpoint's
-            regimes[run_dir.name] = {"step": int(state["num_timesteps"]),
-                                     **optimizer_regime(model, state["optimizer"], config.rms_eps)}
+    for run in stages:
+        state = RunDirectory(run_dirs[run]).load_latest_checkpoint()
+        if state is not None and run in local:
+            # the last snapshot for the parameter groups; v is the checkpoint's
+            model, config, _ = load_model(local[run][stages[run][-1]])
+            regimes[run] = {"step": int(state["num_timesteps"]),
+                            **optimizer_regime(model, state["optimizer"], config.rms_eps)}
+        elif isinstance(earlier_regimes, dict) and isinstance(earlier_regimes.get(run), dict):
+            regimes[run] = earlier_regimes[run]
     results["optimizer_regime"] = regimes
     return results
 

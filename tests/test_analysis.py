@@ -20,10 +20,9 @@ from rlhelpers.analysis import (
     estimator_variance,
     loss_term_gradients,
     optimizer_regime,
-    shared_stage_snapshots,
+    stage_steps,
     task_gradient_agreement,
 )
-from rlhelpers.checkpoint import snapshot_name
 from rlhelpers.config import TrainConfig
 from rlhelpers.evaluation import history_divergence
 from rlhelpers.networks import build_model
@@ -236,34 +235,62 @@ def test_collect_batch_burns_in_and_leaves_gaps_between_rollouts() -> None:
     assert not torch.equal(batch.obs[:config.n_envs], stream.obs[:config.n_envs])  # not the reset states
 
 
-def test_stages_are_steps_every_run_has_then_each_runs_last(tmp_path) -> None:
+def test_stages_are_steps_every_run_has_then_each_runs_last() -> None:
     million = 1_000_000
-    lengths = {"a2c_seed-0": [*range(0, 8 * million, million), 7_200_000],  # stopped at 7.2M
-               "task1_seed-0": list(range(0, 11 * million, million))}  # 10M
-    for run, steps in lengths.items():
-        (tmp_path / run / "snapshots").mkdir(parents=True)
-        for step in steps:
-            (tmp_path / run / "snapshots" / snapshot_name(step)).touch()
-    (tmp_path / "figures").mkdir()  # not a run: no snapshots
+    steps = {"a2c_seed-0": [*range(0, 8 * million, million), 7_200_000],  # stopped at 7.2M
+             "task1_seed-0": list(range(0, 11 * million, million))}  # 10M
 
     def stages(n_stages: int) -> dict[str, list[float]]:
-        chosen = shared_stage_snapshots(sorted(tmp_path.iterdir()), n_stages)
-        return {run_dir.name: [int(path.name[6:18]) / million for path in paths] for run_dir, paths in chosen.items()}
+        return {run: [step / million for step in chosen] for run, chosen in stage_steps(steps, n_stages).items()}
 
     # shared: 0, 1M, ..., 7M; three of them spread evenly, then each run's last
     assert stages(4) == {"a2c_seed-0": [0, 4, 7, 7.2], "task1_seed-0": [0, 4, 7, 10]}
     assert stages(2) == {"a2c_seed-0": [0, 7.2], "task1_seed-0": [0, 10]}
     assert stages(1) == {"a2c_seed-0": [7.2], "task1_seed-0": [10]}
     assert stages(20) == {"a2c_seed-0": [*range(8), 7.2], "task1_seed-0": [*range(8), 10]}
-    (tmp_path / "task2_seed-0" / "snapshots").mkdir(parents=True)
-    for step in (0, million, 2 * million):
-        (tmp_path / "task2_seed-0" / "snapshots" / snapshot_name(step)).touch()
+    steps["task2_seed-0"] = [0, million, 2 * million]
     # shared: 0, 1M, 2M; task2's last is one of them and is measured once
     assert stages(3) == {"a2c_seed-0": [0, 2, 7.2], "task1_seed-0": [0, 2, 10], "task2_seed-0": [0, 2]}
-    (tmp_path / "task2_seed-0" / "snapshots" / snapshot_name(0)).unlink()
-    for step in (million, 2 * million):  # no step shared by all: each run's own evenly spaced picks
-        (tmp_path / "a2c_seed-0" / "snapshots" / snapshot_name(step)).unlink()
+    steps["task2_seed-0"] = [million, 2 * million]
+    steps["a2c_seed-0"] = [0, *range(3 * million, 8 * million, million), 7_200_000]
+    # no step shared by all: each run's own evenly spaced picks
     assert stages(3) == {"a2c_seed-0": [0, 5, 7.2], "task1_seed-0": [0, 5, 10], "task2_seed-0": [1, 2]}
+    assert stage_steps({}, 3) == {}
+
+
+def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_steps(tmp_path, monkeypatch) -> None:
+    import shutil
+
+    import rlhelpers.analysis as analysis
+
+    for algo in ("a2c", "task1"):
+        train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,
+                          n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path),
+                          wandb_mode="disabled", device="cpu"), show_progress=False)
+    settings = dict(n_rollouts=1, burn_in_steps=10, gap_steps=5)
+    first = json.loads(json.dumps(analyze_runs(tmp_path, n_stages=2, **settings)))
+    assert sorted(first["snapshots"]) == ["a2c_seed-0@0", "a2c_seed-0@400", "task1_seed-0@0", "task1_seed-0@400"]
+    # a fresh clone of a2c_seed-0: its history, no snapshots, no checkpoints
+    a2c = tmp_path / "a2c_seed-0"
+    shutil.rmtree(a2c / "snapshots")
+    for checkpoint in a2c.glob("checkpoint-*.pt"):
+        checkpoint.unlink()
+    measured = []
+    collect = analysis.collect_batch
+    monkeypatch.setattr(analysis, "collect_batch", lambda *args: measured.append(1) or collect(*args))
+    assert analyze_runs(tmp_path, n_stages=2, **settings, previous=first) == first and measured == []
+    # task1 has 0, 200 and 400, but a2c was measured at 0 and 400 only: those are the steps both have
+    three = analyze_runs(tmp_path, n_stages=3, **settings, previous=first)
+    assert three == {**first, "n_stages": 3} and measured == []
+    # measured another way: a2c's entries cannot be kept, nor measured again
+    other = analyze_runs(tmp_path, n_stages=2, **{**settings, "gap_steps": 6}, previous=first)
+    assert sorted(other["snapshots"]) == ["task1_seed-0@0", "task1_seed-0@400"]
+    assert sorted(other["optimizer_regime"]) == ["task1_seed-0"] and len(measured) == 2
+    # a run moved out of the runs directory leaves the results
+    a2c.rename(tmp_path.parent / "a2c_elsewhere")
+    again = analyze_runs(tmp_path, n_stages=2, **settings, previous=first)
+    assert sorted(again["snapshots"]) == ["task1_seed-0@0", "task1_seed-0@400"]
+    assert sorted(again["optimizer_regime"]) == ["task1_seed-0"] and len(measured) == 2
 
 
 def test_analyze_command_refuses_bad_counts_and_runs_without_snapshots(tmp_path, capsys) -> None:
