@@ -323,6 +323,20 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _entries_of_gone_snapshots(reusable: dict[str, dict[str, Any]], run_dirs: dict[str, Path],
+                               local: dict[str, dict[int, Path]]) -> dict[str, dict[int, dict[str, Any]]]:
+    """The earlier entries, per run still under the runs directory and step, whose snapshot is gone: all of
+    a run without snapshots (a fresh clone), and those of a run that lost its older snapshots (a new machine
+    in the middle of training) up to its newest snapshot. An entry past the newest snapshot belongs to an
+    earlier attempt at a run restarted from step 0, and is dropped."""
+    kept: dict[str, dict[int, dict[str, Any]]] = {}
+    for key, entry in reusable.items():
+        run, step = key.rpartition("@")[0], int(entry["step"])
+        if run in run_dirs and step not in local.get(run, {}) and step <= max(local.get(run, {}), default=step):
+            kept.setdefault(run, {})[step] = entry
+    return kept
+
+
 def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, seed: int = 7,
                  burn_in_steps: int = 1000, gap_steps: int = 100, show_progress: bool = False,
                  previous: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -332,9 +346,10 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``, after ``burn_in_steps``
     and separated by ``gap_steps`` unrecorded steps per env. A snapshot's entry in ``previous`` (earlier
     results) is kept instead of measured again when the method, the settings and the snapshot file's
-    SHA-256 are the same. A run under ``runs_dir`` whose snapshots are gone (a fresh clone, another
-    machine) keeps its entries and optimizer regime from ``previous``, and its measured steps take part
-    in choosing the shared steps; the optimizer regime of a run with a checkpoint is always read anew.
+    SHA-256 are the same. The entries of snapshots that are gone (a fresh clone, another machine) are
+    kept as ``_entries_of_gone_snapshots`` says, and their steps take part in choosing the shared steps;
+    a run without snapshots also keeps its optimizer regime from ``previous``, while the regime of a run
+    with a checkpoint is always read anew.
     """
     runs_dir = Path(runs_dir)
     run_dirs = {path.name: path for path in sorted(runs_dir.glob("*")) if path.is_dir()}
@@ -350,18 +365,15 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
                                 else (None, None))
     reusable = ({key: entry for key, entry in earlier.items() if isinstance(entry, dict) and "step" in entry}
                 if isinstance(earlier, dict) else {})
-    kept: dict[str, dict[int, dict[str, Any]]] = {}
-    for key, entry in reusable.items():
-        run = key.rpartition("@")[0]
-        if run in run_dirs and run not in local:
-            kept.setdefault(run, {})[int(entry["step"])] = entry
-    stages = stage_steps({**{run: list(found) for run, found in local.items()},
-                          **{run: list(found) for run, found in kept.items()}}, n_stages)
+    kept = _entries_of_gone_snapshots(reusable, run_dirs, local)
+    stages = stage_steps({run: sorted({*local.get(run, {}), *kept.get(run, {})}) for run in sorted({*local, *kept})},
+                         n_stages)
     results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {}}
     for run, steps in stages.items():
-        for step in steps if run in kept else ():
-            results["snapshots"][f"{run}@{step}"] = kept[run][step]
-    staged = [(run, local[run][step]) for run, steps in stages.items() if run in local for step in steps]
+        for step in steps:
+            if step in kept.get(run, {}):
+                results["snapshots"][f"{run}@{step}"] = kept[run][step]
+    staged = [(run, local[run][step]) for run, steps in stages.items() for step in steps if step in local.get(run, {})]
     for run, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
         key, digest = f"{run}@{int(SNAPSHOT_PATTERN.match(path.name).group(1))}", _sha256(path)
         if reusable.get(key, {}).get("snapshot_sha256") == digest:

@@ -293,6 +293,44 @@ def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_ste
     assert sorted(again["optimizer_regime"]) == ["task1_seed-0"] and len(measured) == 2
 
 
+def test_a_run_that_lost_its_older_snapshots_keeps_their_results_but_not_those_of_an_earlier_attempt(
+        tmp_path, monkeypatch) -> None:
+    import shutil
+
+    import rlhelpers.analysis as analysis
+
+    def task1(total_timesteps: int) -> None:
+        train(TrainConfig(algo="task1", env_id="CartPole-v1", total_timesteps=total_timesteps, n_envs=4,
+                          eval_interval=200, n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200,
+                          runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu"), show_progress=False)
+
+    def steps(results: dict) -> list[int]:
+        return [entry["step"] for entry in results["snapshots"].values()]
+
+    task1(400)
+    settings = dict(n_rollouts=1, n_stages=20, burn_in_steps=10, gap_steps=5)  # 20 stages: every snapshot
+    first = json.loads(json.dumps(analyze_runs(tmp_path, **settings)))
+    assert steps(first) == [0, 200, 400]
+    measured = []
+    collect = analysis.collect_batch
+    monkeypatch.setattr(analysis, "collect_batch", lambda *args: measured.append(1) or collect(*args))
+    # a new machine in the middle of training: the older snapshots are gone, the run trains on
+    snapshots = tmp_path / "task1_seed-0" / "snapshots"
+    for step in (0, 200):
+        (snapshots / f"model-{step:012d}.pt").unlink()
+    task1(600)
+    later = analyze_runs(tmp_path, **settings, previous=first)
+    # measured: 600, and 400, saved again by the resume at 400 with the new budget in its config
+    assert steps(later) == [0, 200, 400, 600] and len(measured) == 2
+    assert all(later["snapshots"][f"task1_seed-0@{step}"] == first["snapshots"][f"task1_seed-0@{step}"]
+               for step in (0, 200))
+    # the run restarted from step 0: the entries past its newest snapshot belong to the earlier attempt
+    shutil.rmtree(tmp_path / "task1_seed-0")
+    task1(200)
+    restarted = analyze_runs(tmp_path, **settings, previous=later)
+    assert steps(restarted) == [0, 200]
+
+
 def test_analyze_command_refuses_bad_counts_and_runs_without_snapshots(tmp_path, capsys) -> None:
     from rlhelpers.__main__ import main
 
