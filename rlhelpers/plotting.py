@@ -11,6 +11,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
 
 from rlhelpers.checkpoint import HISTORY_FILE, RunDirectory
 from rlhelpers.config import ALGOS, REPORT_SEEDS, expected_runs
@@ -128,7 +129,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tupl
                 any_stopped = True
                 ax.plot(steps[-1], means[-1], "x", color=color, markersize=9, markeredgewidth=2,
                         label=f"_{run['run_name']} stopped")
-    ax.set_xlabel("environment steps")
+    _label_steps(ax)
     ax.set_ylabel("evaluation return (mean ± 1 s.e.)")
     env_ids = sorted({r["config"]["env_id"] for r in histories.values()})
     ax.set_title(f"{', '.join(env_ids) or 'no runs found'}: stochastic-policy evaluation")
@@ -146,6 +147,12 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tupl
         fig.savefig(out, dpi=120)
     missing = [name for name in expected_runs() if name not in histories]
     return fig, missing
+
+
+def _label_steps(ax: Any) -> None:
+    """Label the x axis as environment steps, in engineering notation (300 k, 2 M) at every scale."""
+    ax.set_xlabel("environment steps")
+    ax.xaxis.set_major_formatter(EngFormatter())
 
 
 DIAGNOSTICS = (
@@ -185,7 +192,7 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None) -> Fig
         ax.ticklabel_format(axis="y", useOffset=False)
         ax.grid(alpha=0.3)
     for ax in axes[1]:
-        ax.set_xlabel("environment steps")
+        _label_steps(ax)
     if axes[0, 0].lines:
         axes[0, 0].legend(fontsize=7)
     fig.tight_layout()

@@ -71,6 +71,18 @@ def test_plot_marks_the_stopped_seed_and_says_so(tmp_path) -> None:
     assert [line.get_ydata().tolist() for line in thin] == [[-20.0, 19.0], [-20.0, 0.0, 5.0]]
 
 
+def test_steps_read_in_engineering_notation_without_an_offset(tmp_path) -> None:
+    run = tmp_path / "a2c_seed-0"
+    run.mkdir()
+    (run / "eval_history.json").write_text(json.dumps(record("a2c", 0, points([-20.0, -15.0, -5.0], every=5_000_000))))
+    fig, _ = plot_comparison(tmp_path)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [label.get_text() for label in ax.get_xticklabels() if 0 <= label.get_position()[0] <= 10_000_000]
+    assert "10 M" in labels and "0" in labels
+    assert ax.xaxis.get_offset_text().get_text() == ""  # no "1e7" below the axis
+
+
 def test_diagnostics_draw_every_run_from_its_metrics_log(tmp_path) -> None:
     for algo, seed in (("a2c", 0), ("task1", 100)):
         run = tmp_path / f"{algo}_seed-{seed}"
