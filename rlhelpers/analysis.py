@@ -325,10 +325,11 @@ def _sha256(path: Path) -> str:
 
 def _entries_of_gone_snapshots(reusable: dict[str, dict[str, Any]], run_dirs: dict[str, Path],
                                local: dict[str, dict[int, Path]]) -> dict[str, dict[int, dict[str, Any]]]:
-    """The earlier entries, per run still under the runs directory and step, whose snapshot is gone: all of
-    a run without snapshots (a fresh clone), and those of a run that lost its older snapshots (a new machine
-    in the middle of training) up to its newest snapshot. An entry past the newest snapshot belongs to an
-    earlier attempt at a run restarted from step 0, and is dropped."""
+    """The earlier entries, per run still under the runs directory and step, whose snapshot is gone and
+    which therefore cannot be measured again: all of a run without snapshots (a fresh clone), and those of
+    a run that lost its older snapshots (a new machine in the middle of training) up to its newest
+    snapshot. An entry past the newest snapshot belongs to an earlier attempt at a run restarted from
+    step 0, and is dropped. The entries returned are kept whatever steps are chosen to be measured."""
     kept: dict[str, dict[int, dict[str, Any]]] = {}
     for key, entry in reusable.items():
         run, step = key.rpartition("@")[0], int(entry["step"])
@@ -369,10 +370,9 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     stages = stage_steps({run: sorted({*local.get(run, {}), *kept.get(run, {})}) for run in sorted({*local, *kept})},
                          n_stages)
     results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {}}
-    for run, steps in stages.items():
-        for step in steps:
-            if step in kept.get(run, {}):
-                results["snapshots"][f"{run}@{step}"] = kept[run][step]
+    for run, entries in kept.items():
+        for step, entry in entries.items():
+            results["snapshots"][f"{run}@{step}"] = entry
     staged = [(run, local[run][step]) for run, steps in stages.items() for step in steps if step in local.get(run, {})]
     for run, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
         key, digest = f"{run}@{int(SNAPSHOT_PATTERN.match(path.name).group(1))}", _sha256(path)

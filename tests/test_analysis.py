@@ -331,6 +331,25 @@ def test_a_run_that_lost_its_older_snapshots_keeps_their_results_but_not_those_o
     assert steps(restarted) == [0, 200]
 
 
+def test_results_of_gone_snapshots_survive_a_run_that_has_fewer_steps(tmp_path, monkeypatch) -> None:
+    import shutil
+
+    def run(algo: str, total_timesteps: int) -> None:
+        train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=total_timesteps, n_envs=4,
+                          eval_interval=200, n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200,
+                          runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu"), show_progress=False)
+
+    run("a2c", 600)
+    settings = dict(n_rollouts=1, n_stages=20, burn_in_steps=10, gap_steps=5)
+    first = json.loads(json.dumps(analyze_runs(tmp_path, **settings)))
+    assert sorted(first["snapshots"]) == [f"a2c_seed-0@{step}" for step in (0, 200, 400, 600)]
+    shutil.rmtree(tmp_path / "a2c_seed-0" / "snapshots")  # a fresh clone: they cannot be measured again
+    run("task1", 200)  # a new run, still early: only 0 and 200 are shared
+    later = analyze_runs(tmp_path, **settings, previous=first)
+    assert sorted(later["snapshots"]) == [*first["snapshots"], "task1_seed-0@0", "task1_seed-0@200"]
+    assert all(later["snapshots"][key] == entry for key, entry in first["snapshots"].items())
+
+
 def test_analyze_command_refuses_bad_counts_and_runs_without_snapshots(tmp_path, capsys) -> None:
     from rlhelpers.__main__ import main
 
