@@ -10,6 +10,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
@@ -149,7 +150,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tupl
     return fig, missing
 
 
-def _label_steps(ax: Any) -> None:
+def _label_steps(ax: Axes) -> None:
     """Label the x axis as environment steps, in engineering notation (300 k, 2 M) at every scale."""
     ax.set_xlabel("environment steps")
     ax.xaxis.set_major_formatter(EngFormatter())
