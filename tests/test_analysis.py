@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,6 +42,13 @@ def bias_only_model(policy_bias: list[float], q_bias: list[float]) -> torch.nn.M
         model.critic_head.bias.copy_(torch.tensor(q_bias, dtype=torch.float64))
     return model
 
+
+
+def train_cartpole(algo: str, runs_dir: Path, total_timesteps: int) -> None:
+    """A short CartPole run with an evaluation and a snapshot every 200 steps."""
+    train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=total_timesteps, n_envs=4, eval_interval=200,
+                      n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(runs_dir),
+                      wandb_mode="disabled", device="cpu"), show_progress=False)
 
 def test_estimator_variance_matches_the_closed_form() -> None:
     # Only the policy bias b has a gradient: grad log pi(a) = e_a - pi, so the sampled estimator is
@@ -149,9 +157,7 @@ def test_bf16_gradient_is_close_to_but_not_float32() -> None:
 def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tmp_path, monkeypatch) -> None:
     import rlhelpers.analysis as analysis
 
-    train(TrainConfig(algo="task1", env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,
-                      n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path),
-                      wandb_mode="disabled", device="cpu"), show_progress=False)
+    train_cartpole("task1", tmp_path, 400)
     settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
     first = analyze_runs(tmp_path, **settings)
     measured = []
@@ -171,9 +177,7 @@ def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tm
 def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tmp_path, monkeypatch) -> None:
     import rlhelpers.analysis as analysis
 
-    train(TrainConfig(algo="a2c", env_id="CartPole-v1", total_timesteps=200, n_envs=4, eval_interval=200,
-                      n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path / "runs"),
-                      wandb_mode="disabled", device="cpu"), show_progress=False)
+    train_cartpole("a2c", tmp_path / "runs", 200)
     measured = []
     collect = analysis.collect_batch
     monkeypatch.setattr(analysis, "collect_batch", lambda *args: measured.append(1) or collect(*args))
@@ -191,9 +195,7 @@ def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tm
 
 def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     for algo in ("a2c", "task1", "task2"):
-        train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,
-                          n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path),
-                          wandb_mode="disabled", device="cpu"), show_progress=False)
+        train_cartpole(algo, tmp_path, 400)
     results = analyze_runs(tmp_path, n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
     assert sorted(results["snapshots"]) == [f"{a}_seed-0@{s}" for a in ("a2c", "task1", "task2") for s in (0, 400)]
     # how to measure it again
@@ -264,9 +266,7 @@ def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_ste
     import rlhelpers.analysis as analysis
 
     for algo in ("a2c", "task1"):
-        train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=400, n_envs=4, eval_interval=200,
-                          n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path),
-                          wandb_mode="disabled", device="cpu"), show_progress=False)
+        train_cartpole(algo, tmp_path, 400)
     settings = dict(n_rollouts=1, burn_in_steps=10, gap_steps=5)
     first = json.loads(json.dumps(analyze_runs(tmp_path, n_stages=2, **settings)))
     assert sorted(first["snapshots"]) == ["a2c_seed-0@0", "a2c_seed-0@400", "task1_seed-0@0", "task1_seed-0@400"]
@@ -299,15 +299,10 @@ def test_a_run_that_lost_its_older_snapshots_keeps_their_results_but_not_those_o
 
     import rlhelpers.analysis as analysis
 
-    def task1(total_timesteps: int) -> None:
-        train(TrainConfig(algo="task1", env_id="CartPole-v1", total_timesteps=total_timesteps, n_envs=4,
-                          eval_interval=200, n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200,
-                          runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu"), show_progress=False)
-
     def steps(results: dict) -> list[int]:
         return [entry["step"] for entry in results["snapshots"].values()]
 
-    task1(400)
+    train_cartpole("task1", tmp_path, 400)
     settings = dict(n_rollouts=1, n_stages=20, burn_in_steps=10, gap_steps=5)  # 20 stages: every snapshot
     first = json.loads(json.dumps(analyze_runs(tmp_path, **settings)))
     assert steps(first) == [0, 200, 400]
@@ -318,7 +313,7 @@ def test_a_run_that_lost_its_older_snapshots_keeps_their_results_but_not_those_o
     snapshots = tmp_path / "task1_seed-0" / "snapshots"
     for step in (0, 200):
         (snapshots / f"model-{step:012d}.pt").unlink()
-    task1(600)
+    train_cartpole("task1", tmp_path, 600)
     later = analyze_runs(tmp_path, **settings, previous=first)
     # measured: 600, and 400, saved again by the resume at 400 with the new budget in its config
     assert steps(later) == [0, 200, 400, 600] and len(measured) == 2
@@ -326,25 +321,20 @@ def test_a_run_that_lost_its_older_snapshots_keeps_their_results_but_not_those_o
                for step in (0, 200))
     # the run restarted from step 0: the entries past its newest snapshot belong to the earlier attempt
     shutil.rmtree(tmp_path / "task1_seed-0")
-    task1(200)
+    train_cartpole("task1", tmp_path, 200)
     restarted = analyze_runs(tmp_path, **settings, previous=later)
     assert steps(restarted) == [0, 200]
 
 
-def test_results_of_gone_snapshots_survive_a_run_that_has_fewer_steps(tmp_path, monkeypatch) -> None:
+def test_results_of_gone_snapshots_survive_a_run_that_has_fewer_steps(tmp_path) -> None:
     import shutil
 
-    def run(algo: str, total_timesteps: int) -> None:
-        train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=total_timesteps, n_envs=4,
-                          eval_interval=200, n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200,
-                          runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu"), show_progress=False)
-
-    run("a2c", 600)
+    train_cartpole("a2c", tmp_path, 600)
     settings = dict(n_rollouts=1, n_stages=20, burn_in_steps=10, gap_steps=5)
     first = json.loads(json.dumps(analyze_runs(tmp_path, **settings)))
     assert sorted(first["snapshots"]) == [f"a2c_seed-0@{step}" for step in (0, 200, 400, 600)]
     shutil.rmtree(tmp_path / "a2c_seed-0" / "snapshots")  # a fresh clone: they cannot be measured again
-    run("task1", 200)  # a new run, still early: only 0 and 200 are shared
+    train_cartpole("task1", tmp_path, 200)  # a new run, still early: only 0 and 200 are shared
     later = analyze_runs(tmp_path, **settings, previous=first)
     assert sorted(later["snapshots"]) == [*first["snapshots"], "task1_seed-0@0", "task1_seed-0@200"]
     assert all(later["snapshots"][key] == entry for key, entry in first["snapshots"].items())
