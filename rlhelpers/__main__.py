@@ -113,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_parser = commands.add_parser(
         "evaluate", help="re-score a run's committed policy (policy.pt); optionally record a GIF of one episode",
         description="Play complete episodes with RUN_DIR/policy.pt (float16 weights) on fresh seeds and print the "
-                    "mean return ± s.e. beside the run's last evaluation.")
+                    "mean return ± s.e. beside the run's last evaluation; the result is saved to "
+                    "RUN_DIR/policy_rescore.json, which the report shows.")
     evaluate_parser.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
     evaluate_parser.add_argument("--episodes", type=whole_number, default=30,
                                  help="complete episodes to play (default: 30)")
@@ -146,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from rlhelpers.playback import evaluate_policy_file, export_policy, record_video
+    from rlhelpers.playback import evaluate_policy_file, export_policy, record_video, save_rescore
 
     if args.video_scale < 1:
         raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
@@ -158,6 +159,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         verdict = "within" if rescore.consistent else "OUTSIDE"
         print(f"run's last evaluation: {rescore.last_mean:.2f} ± {rescore.last_sem:.2f}; the new mean is {verdict} "
               "1.96 standard errors of the difference")
+    print(f"wrote {save_rescore(args.run_dir, rescore)}")
     if args.video:
         video = record_video(args.run_dir, args.video, args.seed, scale=args.video_scale)
         print(f"wrote {video['path']}: one episode, score {video['score']:+.0f}, {video['bytes']:,} bytes")

@@ -2,14 +2,16 @@
 
 ``policy.pt`` in a run directory holds the final model weights in float16 (no optimizer; a few MB,
 small enough to commit) with what rebuilds the model. ``evaluate_policy_file`` re-scores it on
-fresh evaluation seeds; ``record_video`` plays one episode into an animated GIF with the score
+fresh evaluation seeds and ``save_rescore`` keeps that result beside it (``policy_rescore.json``, committed
+with the policy); ``record_video`` plays one episode into an animated GIF with the score
 drawn on every frame.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from rlhelpers.evaluation import evaluate_policy, mean_and_sem
 from rlhelpers.networks import ActorCritic, sample_actions
 
 POLICY_FILE = "policy.pt"
+RESCORE_FILE = "policy_rescore.json"
 MAX_POLICY_BYTES = 4 * 1024 * 1024
 MAX_VIDEO_BYTES = 2 * 1024 * 1024
 REPLAY_SEED_OFFSET = 2**30 + 2**29  # far above the report runs' training and evaluation seeds
@@ -61,13 +64,16 @@ def load_policy(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
 
 @dataclass
 class Rescore:
-    """A policy's new evaluation set beside the run's last one."""
+    """A policy's new evaluation set (``seed`` the replay seed, ``step`` the policy's training step)
+    beside the run's last evaluation."""
 
     returns: list[float]
     mean: float
     sem: float
     last_mean: float | None
     last_sem: float | None
+    step: int
+    seed: int
 
     @property
     def consistent(self) -> bool | None:
@@ -84,7 +90,7 @@ def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0,
     if episodes < 1:
         raise RLHelpersError(f"episodes must be a positive integer, got {episodes!r}")
     run = RunDirectory(run_dir)
-    model, config, _ = load_policy(run.path / POLICY_FILE)
+    model, config, step = load_policy(run.path / POLICY_FILE)
     env = make_vec_env(config.env_id, min(config.n_eval_envs, episodes))
     bar = tqdm(total=episodes, desc="episodes", unit="episode", disable=not show_progress)
     try:
@@ -95,7 +101,24 @@ def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0,
         env.close()
     history = (run.read_history() or {}).get("history") or []
     last_mean, last_sem = mean_and_sem(history[-1]["returns"]) if history else (None, None)
-    return Rescore(returns, *mean_and_sem(returns), last_mean, last_sem)
+    return Rescore(returns, *mean_and_sem(returns), last_mean, last_sem, step, seed)
+
+
+def save_rescore(run_dir: str | Path, rescore: Rescore) -> Path:
+    """Write ``rescore`` (with its verdict, ``consistent``) to ``<run_dir>/policy_rescore.json``."""
+    path = Path(run_dir) / RESCORE_FILE
+    path.write_text(json.dumps({**asdict(rescore), "consistent": rescore.consistent}, indent=1) + "\n")
+    return path
+
+
+def read_rescore(run_dir: str | Path) -> Rescore | None:
+    """The re-score saved by ``save_rescore`` in ``run_dir``, or None if there is none."""
+    path = Path(run_dir) / RESCORE_FILE
+    if not path.is_file():
+        return None
+    saved = json.loads(path.read_text())
+    saved.pop("consistent")
+    return Rescore(**saved)
 
 
 def _frame(obs: np.ndarray, score: tuple[int, int], scale: int) -> np.ndarray:

@@ -392,3 +392,24 @@ def agent_video_html(runs_dir: str | Path, rows: list[RunSummary], gif: str | Pa
         record_video(Path(runs_dir) / best.run_name, gif)
     data = base64.b64encode(gif.read_bytes()).decode()
     return f'<img src="data:image/gif;base64,{data}" alt="one episode of the trained agent" style="width:336px">'
+
+
+def rescore_markdown(runs_dir: str | Path, rows: list[RunSummary]) -> str:
+    """A table of each run's saved re-score of its float16 policy beside the run's last evaluation."""
+    from rlhelpers.playback import read_rescore
+
+    table = []
+    for row in rows:
+        rescore = read_rescore(Path(runs_dir) / row.run_name)
+        if rescore is None:
+            continue
+        verdict = {True: "yes", False: "**no**", None: "n/a"}[rescore.consistent]
+        last = "n/a" if rescore.last_mean is None else f"{rescore.last_mean:.2f} ± {rescore.last_sem:.2f}"
+        table.append([row.run_name, f"{rescore.step:,}", f"{rescore.mean:.2f} ± {rescore.sem:.2f}",
+                      str(len(rescore.returns)), last, verdict])
+    if not table:
+        return ("*No re-score of a committed policy yet: `python -m rlhelpers evaluate <runs_dir>/<run> "
+                "--episodes 30` writes one.*")
+    return _table("The committed float16 policies re-scored on fresh seeds, beside each run's last evaluation "
+                  "(within: the two means differ by at most 1.96 standard errors of their difference)",
+                  ["run", "policy step", "re-score", "episodes", "last evaluation", "within"], table)

@@ -17,10 +17,12 @@ from rlhelpers.playback import (
     MAX_POLICY_BYTES,
     MAX_VIDEO_BYTES,
     POLICY_FILE,
+    RESCORE_FILE,
     Rescore,
     evaluate_policy_file,
     export_policy,
     load_policy,
+    read_rescore,
     record_video,
 )
 
@@ -63,6 +65,7 @@ def test_rescore_and_video(pong_run: Path, tmp_path: Path, capsys: pytest.Captur
     assert "episodes: 100%" in progress and "2/2" in progress  # one tick per finished episode
     assert len(rescore.returns) == 2 and all(-21 <= r <= -15 for r in rescore.returns)  # untrained: loses
     assert rescore.last_mean == -20.5 and rescore.consistent is not None
+    assert (rescore.step, rescore.seed) == (0, 0)
     video = record_video(pong_run, tmp_path / "agent.gif")
     frames = iio.imread(tmp_path / "agent.gif")
     assert 100 < len(frames) <= video["frames"]  # the GIF writer merges repeated frames
@@ -86,6 +89,11 @@ def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: 
     assert out[0] == f"wrote {pong_run / POLICY_FILE}"
     assert out[1].startswith(f"{pong_run}: -2") and out[1].endswith("over 2 episodes")
     assert out[2].startswith("run's last evaluation: -20.50 ± 0.29; the new mean is ")
+    assert out[3] == f"wrote {pong_run / RESCORE_FILE}"
+    saved = json.loads((pong_run / RESCORE_FILE).read_text())
+    assert len(saved["returns"]) == 2 and saved["last_mean"] == -20.5 and saved["step"] == 0
+    assert f"{saved['mean']:.2f}" in out[1] and saved["consistent"] == read_rescore(pong_run).consistent
+    assert read_rescore(pong_run.parent) is None
 
 
 def test_an_oversized_video_is_refused_and_removed(pong_run: Path, tmp_path: Path, monkeypatch, capsys) -> None:
@@ -101,9 +109,8 @@ def test_an_oversized_video_is_refused_and_removed(pong_run: Path, tmp_path: Pat
     assert "--video-scale must be a positive integer" in capsys.readouterr().err
 
 
-
 def test_rescore_is_consistent_within_1_96_standard_errors_of_the_difference() -> None:
     # |0 - 2.5| <= 1.96 * sqrt(1 + 1) = 2.77 < |0 - 3|
-    assert Rescore([], 0.0, 1.0, 2.5, 1.0).consistent is True
-    assert Rescore([], 0.0, 1.0, 3.0, 1.0).consistent is False
-    assert Rescore([], 0.0, 1.0, None, None).consistent is None  # the run has no evaluation to compare with
+    assert Rescore([], 0.0, 1.0, 2.5, 1.0, 0, 0).consistent is True
+    assert Rescore([], 0.0, 1.0, 3.0, 1.0, 0, 0).consistent is False
+    assert Rescore([], 0.0, 1.0, None, None, 0, 0).consistent is None  # the run has no evaluation to compare with

@@ -350,6 +350,14 @@ def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
     html = report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
     assert html.startswith('<img src="data:image/gif;base64,R0lGODlh')
 
+    assert "No re-score of a committed policy yet" in report.rescore_markdown(tmp_path / "runs", rows)
+    from rlhelpers.playback import Rescore, save_rescore
+    save_rescore(tmp_path / "runs" / "task1_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 15.0, 0.5, 200, 0))
+    save_rescore(tmp_path / "runs" / "a2c_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 18.5, 0.5, 200, 0))
+    table = report.rescore_markdown(tmp_path / "runs", rows)
+    assert "| a2c_seed-0 | 200 | 19.00 ± 1.00 | 2 | 18.50 ± 0.50 | yes |" in table
+    assert "| task1_seed-0 | 200 | 19.00 ± 1.00 | 2 | 15.00 ± 0.50 | **no** |" in table  # 4 > 1.96 * 1.12
+
 
 def _record(algo: str, seed: int, means: list[float], every: int = 1_000_000) -> dict:
     """An eval_history.json record with two returns per evaluation, mean ± 1, every ``every`` steps."""
