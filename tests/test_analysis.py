@@ -43,12 +43,12 @@ def bias_only_model(policy_bias: list[float], q_bias: list[float]) -> torch.nn.M
     return model
 
 
-
 def train_cartpole(algo: str, runs_dir: Path, total_timesteps: int) -> None:
     """A short CartPole run with an evaluation and a snapshot every 200 steps."""
     train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=total_timesteps, n_envs=4, eval_interval=200,
                       n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(runs_dir),
                       wandb_mode="disabled", device="cpu"), show_progress=False)
+
 
 def test_estimator_variance_matches_the_closed_form() -> None:
     # Only the policy bias b has a gradient: grad log pi(a) = e_a - pi, so the sampled estimator is
