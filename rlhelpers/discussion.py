@@ -43,7 +43,7 @@ ROUNDING = 1e-9
 FASTER = "faster (both its seeds' curves above both of A2C's)"
 SLOWER = "more slowly (both its seeds' curves below both of A2C's)"
 OVERLAP = "neither clearly faster nor more slowly (its seeds' curves and A2C's overlap)"
-WITHIN, LARGER, NOT_COMPARABLE = "within", "larger than", "not yet comparable with"
+SMALLER, ABOUT, LARGER, NOT_COMPARABLE = "smaller than", "about as large as", "larger than", "not yet comparable with"
 
 DISCUSSION = """\
 **Learning speed.** When each run left the plateau (the evaluation from which every later one stays
@@ -183,7 +183,9 @@ def conclusion_figures(figures: dict[str, str], values: dict[str, list[float]]) 
         "agreement_conclusion": MISSING if f64 is None else (
             "the same gradient up to rounding" if f64 < ROUNDING else "further apart than rounding explains"),
         "pair_conclusion": {
-            WITHIN: "once they part, task1 and task2 differ by no more than two seeds of one algorithm do",
+            SMALLER: "once they part, task1 and task2 differ by less than two seeds of one algorithm do",
+            ABOUT: ("the two differ by less than the standard error of one gap, so once rounding has parted them, "
+                    "task1 and task2 of one seed drift as far apart as two seeds of one algorithm"),
             LARGER: "equal gradients leave only chance to explain it, and two pairs are too few to tell",
         }.get(figures["pair_verdict"], MISSING),
         "critic_conclusion": MISSING if not error_ratios else (
@@ -244,8 +246,11 @@ def discussion_markdown(rows: list[RunSummary], histories: dict[str, dict[str, A
 
 
 def _pair_verdict(gaps: dict[str, float | None]) -> str:
-    """Whether the task1/task2 gap is within the seed-to-seed gap, compared unrounded."""
-    task_pair, seed_pair = gaps["task_pair_gap"], gaps["seed_pair_gap"]
+    """How the task1/task2 gap compares with the seed-to-seed gap, unrounded: about as large when the two
+    differ by at most the standard error of one gap."""
+    task_pair, seed_pair, gap_sem = gaps["task_pair_gap"], gaps["seed_pair_gap"], gaps["gap_sem"]
     if task_pair is None or seed_pair is None:
         return NOT_COMPARABLE
-    return WITHIN if task_pair <= seed_pair else LARGER
+    if abs(task_pair - seed_pair) <= (gap_sem or 0.0):
+        return ABOUT
+    return SMALLER if task_pair < seed_pair else LARGER

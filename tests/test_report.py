@@ -22,13 +22,14 @@ from rlhelpers import report
 from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV
 from rlhelpers.config import ALGO_DEFAULTS, expected_runs, parse_run_name
 from rlhelpers.discussion import (
+    ABOUT,
     DISCUSSION,
     FASTER,
     LARGER,
     NOT_COMPARABLE,
     OVERLAP,
     SLOWER,
-    WITHIN,
+    SMALLER,
     _pair_verdict,
     conclusion_figures,
     discussion_markdown,
@@ -598,7 +599,7 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     # gaps after 3M: 1 and 0.5 for the task pairs; the seed pairs at those steps: a2c 12, 15, 13.5 (seed 0
     # stopped at 6M), task1 1 and task2 2.5 at each of the seven steps
     assert "mean returns are 0.8 points apart on average, against 3.8 between" in prose
-    assert "The task1/task2 gap is within the seed-to-seed gap: once they part" in prose
+    assert "The task1/task2 gap is smaller than the seed-to-seed gap: once they part" in prose
     assert "a batch of 80 states is 20 times" in prose and "use 160 states" in prose
     assert "in float64: the same gradient up to rounding." in prose and "our runs use n_steps 5." in prose
     assert "at every trained stage the differences between actions that the actor follows are smaller" in prose
@@ -614,10 +615,12 @@ def test_discussion_fills_every_figure_from_the_runs(tmp_path: Path) -> None:
     assert "a budget of 10M steps per run" in prose and "(seed 1)" not in prose
 
 
-def test_pair_verdict_compares_the_unrounded_gaps() -> None:
-    """0.84 against 0.76 prints as 0.8 against 0.8, and is still larger."""
-    assert _pair_verdict({"task_pair_gap": 0.84, "seed_pair_gap": 0.76, "gap_sem": 0.1}) == LARGER
-    assert _pair_verdict({"task_pair_gap": 0.76, "seed_pair_gap": 0.84, "gap_sem": 0.1}) == WITHIN
+def test_pair_verdict_compares_the_unrounded_gaps_against_one_gaps_standard_error() -> None:
+    """0.84 against 0.76 prints as 0.8 against 0.8: larger or smaller beyond an s.e. of 0.05, alike within 0.1."""
+    assert _pair_verdict({"task_pair_gap": 0.84, "seed_pair_gap": 0.76, "gap_sem": 0.05}) == LARGER
+    assert _pair_verdict({"task_pair_gap": 0.76, "seed_pair_gap": 0.84, "gap_sem": 0.05}) == SMALLER
+    assert _pair_verdict({"task_pair_gap": 0.84, "seed_pair_gap": 0.76, "gap_sem": 0.1}) == ABOUT
+    assert _pair_verdict({"task_pair_gap": 0.76, "seed_pair_gap": 0.84, "gap_sem": 0.1}) == ABOUT
     assert _pair_verdict({"task_pair_gap": 0.5, "seed_pair_gap": None, "gap_sem": None}) == NOT_COMPARABLE
 
 
@@ -632,7 +635,8 @@ def test_gaps_that_round_alike_are_printed_and_judged_unrounded(tmp_path: Path) 
     _write_runs(tmp_path, records)
     prose = " ".join(discussion_markdown(report.summarize_runs(tmp_path), load_histories(tmp_path), None).split())
     assert "mean returns are 0.84 points apart on average, against 0.76 between" in prose
-    assert f"The task1/task2 gap is {LARGER} the seed-to-seed gap" in prose
+    assert "(the standard error of one such gap is about 1.4)" in prose  # two returns, mean ± 1, per evaluation
+    assert f"The task1/task2 gap is {ABOUT} the seed-to-seed gap" in prose
 
 
 @pytest.mark.parametrize(("task1_shift", "task2_shift", "verdict"), [
@@ -691,7 +695,7 @@ CONCLUSION_VALUES = ("agreement_f64_rel", "critic_error_over_advantage_task1", "
 ])
 def test_each_conclusion_follows_its_values(values: dict, name: str, clause: str) -> None:
     measured = {key: values.get(key, []) for key in CONCLUSION_VALUES}
-    conclusions = conclusion_figures({"pair_verdict": WITHIN}, measured)
+    conclusions = conclusion_figures({"pair_verdict": SMALLER}, measured)
     assert clause in conclusions[name]
     others = {key: text for key, text in conclusions.items() if key not in (name, "pair_conclusion")}
     assert set(others.values()) == {MISSING}  # a conclusion without its values says n/a
@@ -699,6 +703,7 @@ def test_each_conclusion_follows_its_values(values: dict, name: str, clause: str
 
 def test_pair_conclusion_follows_the_pair_verdict() -> None:
     empty = {key: [] for key in CONCLUSION_VALUES}
-    assert "no more than two seeds" in conclusion_figures({"pair_verdict": WITHIN}, empty)["pair_conclusion"]
+    assert "less than two seeds" in conclusion_figures({"pair_verdict": SMALLER}, empty)["pair_conclusion"]
+    assert "drift as far apart" in conclusion_figures({"pair_verdict": ABOUT}, empty)["pair_conclusion"]
     assert "only chance" in conclusion_figures({"pair_verdict": LARGER}, empty)["pair_conclusion"]
     assert conclusion_figures({"pair_verdict": NOT_COMPARABLE}, empty)["pair_conclusion"] == MISSING
