@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from rlhelpers.playback import evaluate_policy_file, export_policy, record_video, save_rescore
+    from rlhelpers.playback import RESCORE_FILE, evaluate_policy_file, export_policy, record_video, save_rescore
 
     if args.video_scale < 1:
         raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
@@ -159,7 +159,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         verdict = "within" if rescore.consistent else "OUTSIDE"
         print(f"run's last evaluation: {rescore.last_mean:.2f} ± {rescore.last_sem:.2f}; the new mean is {verdict} "
               "1.96 standard errors of the difference")
-    print(f"wrote {save_rescore(args.run_dir, rescore)}")
+    saved = save_rescore(args.run_dir, rescore)
+    print(f"wrote {saved}" if saved else
+          f"kept {Path(args.run_dir) / RESCORE_FILE}: it re-scores this policy over more episodes")
     if args.video:
         video = record_video(args.run_dir, args.video, args.seed, scale=args.video_scale)
         print(f"wrote {video['path']}: one episode, score {video['score']:+.0f}, {video['bytes']:,} bytes")

@@ -104,8 +104,13 @@ def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0,
     return Rescore(returns, *mean_and_sem(returns), last_mean, last_sem, step, seed)
 
 
-def save_rescore(run_dir: str | Path, rescore: Rescore) -> Path:
-    """Write ``rescore`` (with its verdict, ``consistent``) to ``<run_dir>/policy_rescore.json``."""
+def save_rescore(run_dir: str | Path, rescore: Rescore) -> Path | None:
+    """Write ``rescore`` (with its verdict, ``consistent``) to ``<run_dir>/policy_rescore.json``, unless
+    that file holds a re-score of the same policy step over more episodes: a quick check does not replace
+    a longer one. The path written, or None if the saved re-score was kept."""
+    saved = read_rescore(run_dir)
+    if saved is not None and saved.step == rescore.step and len(saved.returns) > len(rescore.returns):
+        return None
     path = Path(run_dir) / RESCORE_FILE
     path.write_text(json.dumps({**asdict(rescore), "consistent": rescore.consistent}, indent=1) + "\n")
     return path

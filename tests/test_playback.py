@@ -24,6 +24,7 @@ from rlhelpers.playback import (
     load_policy,
     read_rescore,
     record_video,
+    save_rescore,
 )
 
 
@@ -94,6 +95,22 @@ def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: 
     assert len(saved["returns"]) == 2 and saved["last_mean"] == -20.5 and saved["step"] == 0
     assert f"{saved['mean']:.2f}" in out[1] and saved["consistent"] == read_rescore(pong_run).consistent
     assert read_rescore(pong_run.parent) is None
+    assert main(["evaluate", str(pong_run), "--episodes", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == f"kept {pong_run / RESCORE_FILE}: it re-scores this policy over more episodes"
+    assert len(read_rescore(pong_run).returns) == 2
+
+
+def test_a_shorter_rescore_of_the_same_policy_keeps_the_longer_one(tmp_path: Path) -> None:
+    def rescore(episodes: int, step: int) -> Rescore:
+        return Rescore([1.0] * episodes, 1.0, 0.0, 1.0, 0.1, step, seed=0)
+
+    assert save_rescore(tmp_path, rescore(30, 100)) == tmp_path / RESCORE_FILE
+    assert save_rescore(tmp_path, rescore(2, 100)) is None  # a quick check of the same policy
+    assert len(read_rescore(tmp_path).returns) == 30
+    assert save_rescore(tmp_path, rescore(30, 100)) is not None  # as many episodes: replaced
+    assert save_rescore(tmp_path, rescore(2, 200)) is not None  # another policy: replaced
+    assert read_rescore(tmp_path) == rescore(2, 200)
 
 
 def test_an_oversized_video_is_refused_and_removed(pong_run: Path, tmp_path: Path, monkeypatch, capsys) -> None:
