@@ -409,7 +409,7 @@ def rescore_markdown(runs_dir: str | Path, rows: list[RunSummary]) -> str:
                       str(len(rescore.returns)), last, verdict])
     if not table:
         return ("*No re-score of a committed policy yet: `python -m rlhelpers evaluate <runs_dir>/<run> "
-                "--episodes 30` writes one.*")
+                "--export --episodes 30` writes one, with the policy.pt it re-scores.*")
     return _table("The committed float16 policies re-scored on fresh seeds, beside each run's last evaluation "
                   "(within: the two means differ by at most 1.96 standard errors of their difference)",
                   ["run", "policy step", "re-score", "episodes", "last evaluation", "within"], table)
