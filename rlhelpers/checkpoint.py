@@ -20,7 +20,8 @@ Pruned checkpoints are renamed to ``.tmp`` and truncated to zero bytes before th
 that they do not fill the Drive Trash (which counts against the quota).
 ``remove_stale_files`` clears what a killed writer left behind (``*.tmp`` files, the staging dir).
 A kill therefore never leaves an incomplete file under a checkpoint's name.
-``load_model`` reads a snapshot, or a policy exported from one, back as a float32 model.
+``load_model`` reads a snapshot, or a policy exported from one, back as a float32 model. No save, check
+or load here draws from the random generators that training uses (a test holds them unchanged).
 
 Test-only hook: when the environment variable ``RLHELPERS_TEST_WRITE_DELAY_S`` is set, the copy of a
 checkpoint or snapshot into the run directory pauses that many seconds halfway, so a test can kill mid-write.
@@ -78,8 +79,11 @@ def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
         raise RLHelpersError(f"{path} does not load ({type(exc).__name__}: {exc}); delete it, or restore it "
                              "from a backup") from exc
     config = TrainConfig.from_dict(saved["config"])
-    model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size,
-                        config.precision)
+    # Building a network draws its initial weights from torch's global generator, which is the training's
+    # random stream: fork it, so that loading (and verifying a written snapshot) leaves that stream as it was.
+    with torch.random.fork_rng(devices=[]):
+        model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size,
+                            config.precision)
     model.load_state_dict({name: value.float() if value.is_floating_point() else value
                            for name, value in saved["model"].items()})
     return model, config, int(saved["step"])

@@ -2,8 +2,11 @@
 
 import json
 
+import torch
+
 from rlhelpers.checkpoint import RunDirectory
 from rlhelpers.config import TrainConfig
+from rlhelpers.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.run import train
 
 
@@ -48,3 +51,26 @@ def test_checkpoint_holds_the_update_count_and_the_optimizer_state(tmp_path) -> 
     state = RunDirectory(tmp_path / "task2_seed-0").load_latest_checkpoint()
     assert state["n_updates"] == 2_000 // 20
     assert state["optimizer"]["state"]  # the RMSprop square averages are saved, not re-initialised
+
+
+def test_snapshots_change_nothing_that_is_trained_even_on_a_resume_at_a_snapshot_step(tmp_path) -> None:
+    """Two sessions (stopped at 1,000, where a snapshot, an evaluation and a checkpoint coincide, then
+    resumed to 2,000) train the same with a snapshot every 500 steps as with none but each session's
+    first and last: saving a file never changes the training's random stream."""
+    def two_sessions(name: str, snapshot_interval: int) -> tuple[list, list, list[int], dict]:
+        runs = tmp_path / name
+        train(cartpole(runs, 1_000, snapshot_interval=snapshot_interval, wandb_mode="disabled"), show_progress=False)
+        result = train(cartpole(runs, 2_000, snapshot_interval=snapshot_interval, wandb_mode="disabled"),
+                       show_progress=False)
+        run_dir = RunDirectory(runs / "task2_seed-0")
+        metrics = [{k: v for k, v in m.items() if k not in ("time", "charts/fps")}
+                   for m in read_metrics(run_dir.path / METRICS_FILE)]
+        final_weights = torch.load(run_dir.snapshots()[-1][1], weights_only=True)["model"]
+        return result.eval_history, metrics, [step for step, _ in run_dir.snapshots()], final_weights
+
+    often, rarely = two_sessions("often", 500), two_sessions("rarely", 10**9)
+    assert often[2] == [0, 500, 1_000, 1_500, 2_000] and rarely[2] == [0, 1_000, 2_000]
+    assert [h["returns"] for h in often[0]] == [h["returns"] for h in rarely[0]]
+    assert often[1] and often[1] == rarely[1]  # losses, entropy, ... logged at the same steps
+    assert often[3].keys() == rarely[3].keys()
+    assert all(torch.equal(often[3][name], rarely[3][name]) for name in often[3])

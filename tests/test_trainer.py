@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.checkpoint import RunDirectory, load_model
 from rlhelpers.config import TrainConfig, resolve_config
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.losses import state_value
@@ -121,6 +121,27 @@ def training_state(trainer: Trainer) -> dict[str, Any]:
     state = trainer.state_dict()
     del state["rng"]
     return state
+
+
+def test_writing_a_snapshot_or_a_checkpoint_leaves_the_random_generators_as_they_were(tmp_path: Path) -> None:
+    """Saving is I/O: it must not draw from the training's random stream (a snapshot's check once built a
+    network, whose initialisation drew from torch's global generator and so changed the rest of the run)."""
+    trainer = make_trainer("CartPole-v1", algo="task1", n_eval_episodes=2, n_eval_envs=2)
+    try:
+        trainer.train_iteration()
+        run_dir = RunDirectory(tmp_path)
+        run_dir.create()
+        before = torch.get_rng_state(), random.getstate(), np.random.get_state()
+        snapshot = run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
+        run_dir.save_checkpoint(trainer.state_dict(), trainer.num_timesteps, keep=1)
+        load_model(snapshot)
+        run_dir.load_latest_checkpoint()
+        after = torch.get_rng_state(), random.getstate(), np.random.get_state()
+        assert torch.equal(after[0], before[0]), "torch's generator moved"
+        assert after[1] == before[1], "Python's generator moved"
+        assert np.array_equal(after[2][1], before[2][1]) and after[2][2:] == before[2][2:], "numpy's generator moved"
+    finally:
+        trainer.close()
 
 
 def test_resume_restores_the_state_exactly_and_the_next_update_is_the_same(tmp_path: Path) -> None:
