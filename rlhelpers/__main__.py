@@ -10,7 +10,14 @@ import typing
 from collections.abc import Callable
 from pathlib import Path
 
-from rlhelpers.config import ALGO_DEFAULTS, ATARI_DEFAULTS, CLASSIC_CONTROL_DEFAULTS, ENV_DEPENDENT_FIELDS, TrainConfig
+from rlhelpers.config import (
+    ALGO_DEFAULTS,
+    ALGOS,
+    ATARI_DEFAULTS,
+    CLASSIC_CONTROL_DEFAULTS,
+    ENV_DEPENDENT_FIELDS,
+    TrainConfig,
+)
 from rlhelpers.errors import RLHelpersError
 
 ENV_DEFAULTS = {**ATARI_DEFAULTS, **CLASSIC_CONTROL_DEFAULTS}
@@ -79,15 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_options(train_parser)
     campaign_parser = commands.add_parser(
         "campaign", help="train or resume all six runs of the report, N at a time",
-        description="Train or resume a2c, task1 and task2 with seeds 0 and 100, each in its own process "
-                    "logging to <runs-dir>/<run>/train.log. Finished runs are skipped, runs trained by "
+        description="Train or resume a2c, task1 and task2 (or --algos, with --variant if given) with seeds 0 "
+                    "and 100, each in its own process logging to <runs-dir>/<run>/train.log. Finished runs are "
+                    "skipped, runs trained by "
                     "another live process are left alone. Ctrl-C or SIGTERM checkpoints and stops every run.")
+    campaign_parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS),
+                                 help="train only these algorithms' runs (default: all three)")
     campaign_parser.add_argument("--parallel", type=whole_number, default=None,
                                  help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
     _add_config_options(campaign_parser, skip=RUN_FIELDS, overrides={
         "torch_threads": "1 when several runs share a CPU, else torch's default"})
-    status_parser = commands.add_parser("status", help="one line per report run: steps, evaluations, speed, state",
-                                        description="Print the state of the report's six runs from their files.")
+    status_parser = commands.add_parser("status", help="one line per run: steps, evaluations, speed, state",
+                                        description="Print the state of the report's six runs, and of any other "
+                                                    "run present (variants), from their files.")
     status_parser.add_argument("--runs-dir", default="runs",
                                help="directory holding the run directories (default: runs)")
     plot_parser = commands.add_parser("plot", help="draw the comparison plot from the runs present",
@@ -197,15 +208,16 @@ def _campaign(args: argparse.Namespace) -> int:
     from rlhelpers.config import resolve_device, validate
     from rlhelpers.tracking import resolve_wandb_mode
 
-    given = {name: value for name, value in vars(args).items() if name not in ("command", "parallel")}
+    given = {name: value for name, value in vars(args).items() if name not in ("command", "parallel", "algos")}
     parallel = args.parallel if args.parallel is not None else default_parallel()
-    config = validate(TrainConfig(**given))  # checks the shared options once, before any run starts
+    for algo in args.algos:  # checks the shared options once per algorithm, before any run starts
+        config = validate(TrainConfig(**given, algo=algo))
     resolve_wandb_mode(config.wandb_mode)  # 'online' without a key: one error, not six failed children
     if parallel > 1 and resolve_device(config.device).type == "cpu":
         given.setdefault("torch_threads", 1)
     # The children get the runs directory as an absolute path from run_campaign.
     train_args = [part for name, value in given.items() if name != "runs_dir" for part in (_option(name), str(value))]
-    return run_campaign(config, train_args, parallel)
+    return run_campaign(config, train_args, parallel, algos=tuple(args.algos))
 
 
 def _runs_dir(path: str) -> str:

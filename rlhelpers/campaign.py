@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.checkpoint import HISTORY_FILE, RunDirectory
 from rlhelpers.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name
 from rlhelpers.errors import RLHelpersError
 from rlhelpers.evaluation import history_finished, mean_and_sem, stopped_early
@@ -116,16 +116,21 @@ def _fmt_duration(seconds: float | None) -> str:
 
 
 def status_table(runs_dir: str | Path) -> str:
-    """One line per report run: steps, last evaluation (mean ± s.e.), best, steps/s, ETA, state."""
-    header = f"{'run':<15} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"
+    """One line per report run, then per other run present (variants): steps, last evaluation
+    (mean ± s.e.), best, steps/s, ETA, state."""
+    names = [format_run_name(algo, seed) for algo, seed in CAMPAIGN_RUNS]
+    names += sorted(path.parent.name for path in Path(runs_dir).glob(f"*/{HISTORY_FILE}")
+                    if path.parent.name not in names)
+    width = max(15, *map(len, names))
+    header = f"{'run':<{width}} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"
     lines = [header]
-    for algo, seed in CAMPAIGN_RUNS:
-        s = run_status(Path(runs_dir) / format_run_name(algo, seed))
+    for name in names:
+        s = run_status(Path(runs_dir) / name)
         last = f"{s.last_mean:.2f} ± {s.last_sem:.2f}" if s.last_mean is not None else "-"
         best = f"{s.best_mean:.2f}" if s.best_mean is not None else "-"
         rate = f"{s.steps_per_s:.0f}" if s.steps_per_s is not None and s.state == "running" else "-"
-        lines.append(f"{s.run_name:<15} {s.steps:>11,} {last:>14} {best:>7} {rate:>8} {_fmt_duration(s.eta_s):>7}  "
-                     f"{s.state}")
+        eta = _fmt_duration(s.eta_s)
+        lines.append(f"{s.run_name:<{width}} {s.steps:>11,} {last:>14} {best:>7} {rate:>8} {eta:>7}  {s.state}")
     return "\n".join(lines)
 
 
@@ -137,8 +142,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _start_run(algo: str, seed: int, runs_dir: Path, train_args: list[str]) -> subprocess.Popen:
-    run_path = runs_dir / format_run_name(algo, seed)
+def _start_run(algo: str, seed: int, run_path: Path, runs_dir: Path, train_args: list[str]) -> subprocess.Popen:
     run_path.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "rlhelpers", "train", "--algo", algo, "--seed", str(seed),
                "--runs-dir", str(runs_dir), *train_args]
@@ -161,12 +165,13 @@ def _reap_ended(running: dict[str, subprocess.Popen], runs_dir: Path, stopping: 
     return failed
 
 
-def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0) -> int:
-    """Train or resume every report run that is not finished, ``parallel`` at a time.
+def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0,
+                 algos: tuple[str, ...] = ALGOS) -> int:
+    """Train or resume every report run of ``algos`` that is not finished, ``parallel`` at a time.
 
-    ``config`` holds the options every run shares (its algo and seed are ignored); ``train_args``
-    are the same options as command-line arguments for the children. Returns 0 when every run
-    ended without error, 1 otherwise.
+    ``config`` holds the options every run shares (its algo and seed are ignored; its variant names the
+    runs); ``train_args`` are the same options as command-line arguments for the children. Returns 0
+    when every run ended without error, 1 otherwise.
     """
     if parallel < 1:
         raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
@@ -180,8 +185,9 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
         return 0
     lock.acquire()
     pending = []
-    for algo, seed in CAMPAIGN_RUNS:
-        status = run_status(runs_dir / format_run_name(algo, seed), config.total_timesteps, config.stop_return)
+    for algo, seed in [(algo, seed) for algo, seed in CAMPAIGN_RUNS if algo in algos]:
+        status = run_status(runs_dir / format_run_name(algo, seed, config.variant), config.total_timesteps,
+                            config.stop_return)
         if status.state == "running":
             print(f"{status.run_name}: trained by another process, left alone")
         elif status.state == "finished" or status.state.startswith("stopped at"):
@@ -196,8 +202,8 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
                 failed += _reap_ended(running, runs_dir, stop.requested)
                 while pending and not stop.requested and len(running) < parallel:
                     algo, seed = pending.pop(0)
-                    name = format_run_name(algo, seed)
-                    running[name] = _start_run(algo, seed, runs_dir, train_args)
+                    name = format_run_name(algo, seed, config.variant)
+                    running[name] = _start_run(algo, seed, runs_dir / name, runs_dir, train_args)
                     print(f"{name}: started (pid {running[name].pid})")
                 if stop.requested:  # the children checkpoint and exit on SIGTERM
                     for process in running.values():

@@ -26,10 +26,17 @@ REPORT_SEEDS = (0, 100)  # the report's two seeds of every algorithm
 RUN_NAME_SEPARATOR = "_seed-"
 RUN_NAME_PATTERN = re.compile(rf"^(?P<algo>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-9]+)$")
 
+# Named changes of an algorithm's hyperparameters, for controlled experiments beside the report's runs.
+# A variant is part of the run's name (``task1-pg1_seed-0``) and of its identity; its values are the
+# defaults of the run, and an explicit value that contradicts them is refused.
+VARIANTS: dict[str, dict[str, float]] = {
+    "pg1": {"pg_coef": 1.0},  # A2C's actor weight: does task1's small actor step explain its slower learning?
+}
 
-def format_run_name(algo: str, seed: int) -> str:
-    """The name of a run's directory and W&B run: ``<algo>_seed-<seed>``."""
-    return f"{algo}{RUN_NAME_SEPARATOR}{seed}"
+
+def format_run_name(algo: str, seed: int, variant: str = "") -> str:
+    """The name of a run's directory and W&B run: ``<algo>_seed-<seed>``, or ``<algo>-<variant>_seed-<seed>``."""
+    return f"{algo}{'-' + variant if variant else ''}{RUN_NAME_SEPARATOR}{seed}"
 
 
 def expected_runs(algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[str]:
@@ -74,6 +81,13 @@ class TrainConfig:
     """Everything that defines one run (algo, seed) and how it is trained, evaluated and saved."""
 
     algo: str = field(default="a2c", metadata={"help": "algorithm: a2c, task1 or task2"})
+    variant: str = field(
+        default="",
+        metadata={"help": "a named change of the algorithm's hyperparameters, added to the run name: "
+                          + ", ".join(f"{name} ({', '.join(f'{k} {v:g}' for k, v in values.items())})"
+                                      for name, values in VARIANTS.items()),
+                  "default": "none"},
+    )
     seed: int = field(default=0, metadata={"help": "random seed of the run (the report uses 0 and 100)"})
     env_id: str = field(
         default="PongNoFrameskip-v4",
@@ -140,14 +154,14 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if isinstance(self.runs_dir, os.PathLike):
             self.runs_dir = os.fspath(self.runs_dir)
-        for name, value in env_defaults(self.algo, self.env_id).items():
+        for name, value in {**env_defaults(self.algo, self.env_id), **VARIANTS.get(self.variant, {})}.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
 
     @property
     def run_name(self) -> str:
-        """Run name used for the directory and the W&B run: ``<algo>_seed-<seed>``."""
-        return format_run_name(self.algo, self.seed)
+        """Run name used for the directory and the W&B run (``format_run_name``)."""
+        return format_run_name(self.algo, self.seed, self.variant)
 
     @property
     def batch_size(self) -> int:
@@ -186,7 +200,7 @@ def env_defaults(algo: str, env_id: str) -> dict[str, float]:
 # Fields that define what a run *is*: a saved run whose value differs cannot be resumed with the new one.
 # total_timesteps, eval/checkpoint cadence, device, paths and W&B settings may change between sessions.
 IDENTITY_FIELDS = (
-    "algo", "seed", "env_id", "n_envs", "n_steps", "gamma", "lr", "pg_coef", "vf_coef", "ent_coef",
+    "algo", "variant", "seed", "env_id", "n_envs", "n_steps", "gamma", "lr", "pg_coef", "vf_coef", "ent_coef",
     "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size", "precision",
 )
 
@@ -219,6 +233,16 @@ def validate(config: TrainConfig) -> TrainConfig:
         raise RLHelpersError(problem)
     if config.algo not in ALGOS:
         raise RLHelpersError(f"unknown algo {config.algo!r}: choose one of {', '.join(ALGOS)}")
+    if config.variant:
+        if config.variant not in VARIANTS:
+            raise RLHelpersError(f"unknown variant {config.variant!r}: choose one of {', '.join(VARIANTS)}")
+        changes = VARIANTS[config.variant]
+        contradicted = [f"{name} {changes[name]:g}, got {getattr(config, name)!r}" for name in changes
+                        if getattr(config, name) != changes[name]]
+        if contradicted:
+            raise RLHelpersError(f"variant {config.variant} means {'; '.join(contradicted)}")
+        if all(ALGO_DEFAULTS[config.algo].get(name) == value for name, value in changes.items()):
+            raise RLHelpersError(f"variant {config.variant} changes nothing for {config.algo}: train it without one")
     check_supported(config.env_id)
     positive_ints = ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes",
                      "n_eval_envs", "hidden_size", "keep_checkpoints", "snapshot_interval")
@@ -259,6 +283,7 @@ def validate(config: TrainConfig) -> TrainConfig:
 def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[str]:
     """Identity fields on which a saved run's config and the requested one disagree, as ``name: a != b``."""
     wanted = requested.to_dict()
+    saved = {"variant": "", **saved}  # runs saved before variants existed have none
     return [f"{name}: saved {saved.get(name)!r} != requested {wanted[name]!r}"
             for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]
 

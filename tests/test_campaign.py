@@ -151,3 +151,21 @@ def test_bad_campaign_options_start_nothing(tmp_path: Path, capsys: pytest.Captu
     assert main(["campaign", "--runs-dir", str(tmp_path), *CARTPOLE, *args]) == 2
     assert error in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_variant_campaign_trains_only_its_runs_under_their_own_names(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    runs = tmp_path / "runs"
+    write_history(runs / "task1_seed-0", [-21.0])  # a paused report run: not the variant's business
+    args = ["campaign", "--runs-dir", str(runs), "--algos", "task1", "--variant", "pg1", "--total-timesteps", "500",
+            *CARTPOLE]
+    assert main(args) == 0
+    assert sorted(p.name for p in runs.iterdir()) == ["task1-pg1_seed-0", "task1-pg1_seed-100", "task1_seed-0"]
+    for seed in (0, 100):
+        config = RunDirectory(runs / f"task1-pg1_seed-{seed}").read_history()["config"]
+        assert (config["algo"], config["variant"], config["pg_coef"], config["lr"]) == ("task1", "pg1", 1.0, 7e-3)
+    capsys.readouterr()
+    assert main(["status", "--runs-dir", str(runs)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in table[7:]] == ["task1-pg1_seed-0", "task1-pg1_seed-100"]
+    assert table[7].split()[-1] == "finished" and table[2].split()[-1] == "paused"

@@ -41,6 +41,22 @@ def test_run_names_round_trip() -> None:
             parse_run_name(name)
 
 
+def test_a_variant_sets_its_values_and_names_the_run() -> None:
+    config = validate(TrainConfig(algo="task1", seed=100, variant="pg1"))
+    assert config.run_name == "task1-pg1_seed-100" and parse_run_name(config.run_name) == ("task1-pg1", 100)
+    assert (config.lr, config.pg_coef, config.vf_coef, config.ent_coef) == (1.5e-3, 1.0, 0.5, 0.001)
+    plain = TrainConfig(algo="task1", seed=100)
+    assert config_differences(config.to_dict(), plain) == [
+        "variant: saved 'pg1' != requested ''", "pg_coef: saved 1.0 != requested 0.1"]
+    before_variants = {k: v for k, v in plain.to_dict().items() if k != "variant"}  # runs saved before they existed
+    assert config_differences(before_variants, plain) == []
+    for values, message in [({"variant": "pg2"}, "unknown variant 'pg2': choose one of pg1"),
+                            ({"variant": "pg1", "pg_coef": 0.5}, "variant pg1 means pg_coef 1, got 0.5"),
+                            ({"variant": "pg1", "algo": "a2c"}, "variant pg1 changes nothing for a2c")]:
+        with pytest.raises(RLHelpersError, match=message):
+            validate(TrainConfig(**{"algo": "task1", **values}))
+
+
 @pytest.mark.parametrize(("values", "message"), [
     ({"stop_return": "18"}, "stop_return must be a number, got '18' (papermill's -r passes text: use -p)"),
     ({"lr": "7e-4"}, "lr must be a number, got '7e-4' (papermill's -r passes text: use -p)"),
