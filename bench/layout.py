@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from rlhelpers.networks import ActorCritic, build_model
+from rlhelpers.core.networks import ActorCritic, build_model
 
 REPETITIONS = 15
 ITERATIONS = 5

@@ -9,7 +9,7 @@ end, a per-env Python loop for the n-step returns, then one A2C update with ``to
 It measures speed only; do not learn from it. It keeps gymnasium's default NEXT_STEP autoreset and
 stores the reset step after an episode end (last observation, ignored action, reward 0) as if it were
 a transition, and its frame stack pads with copies rather than zeros: the course-notebook pitfalls
-that ``rlhelpers.envs`` avoids.
+that ``rlhelpers.core.envs`` avoids.
 """
 
 from __future__ import annotations

@@ -28,11 +28,11 @@ import torch
 from torch import nn
 
 from bench.reference import ReferenceA2C
-from rlhelpers.config import TrainConfig, resolve_config
-from rlhelpers.envs import make_vec_env
-from rlhelpers.networks import ActorCritic
-from rlhelpers.provenance import cpu_model
-from rlhelpers.trainer import Trainer
+from rlhelpers.core.envs import make_vec_env
+from rlhelpers.core.networks import ActorCritic
+from rlhelpers.core.trainer import Trainer
+from rlhelpers.runner.config import TrainConfig, resolve_config
+from rlhelpers.runner.provenance import cpu_model
 
 ENV_ID = "PongNoFrameskip-v4"
 TARGET_VS_REFERENCE = 2.0

@@ -1,6 +1,6 @@
-"""rlhelpers: on-policy actor-critic agents (a2c, task1, task2) for Atari, with crash-safe runs."""
+"""rlhelpers: on-policy actor-critic agents (a2c, task1, task2) for Atari, with crash-safe runs.
 
-from rlhelpers.config import ALGO_DEFAULTS, ALGOS, TrainConfig
-from rlhelpers.errors import RLHelpersError
-
-__all__ = ["ALGOS", "ALGO_DEFAULTS", "RLHelpersError", "TrainConfig"]
+Three layers, one sub-package each: ``core`` (the algorithm table, the networks and the training loop;
+it imports nothing from the other two), ``runner`` (a run end to end: config, checkpoints, campaign, W&B,
+the command line) and ``report`` (run records, plots, gradient analysis, playback).
+"""

@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from rlhelpers.analysis import (
+from rlhelpers.core.evaluation import history_divergence
+from rlhelpers.core.networks import build_model
+from rlhelpers.core.optim import RMSpropTFLike
+from rlhelpers.report.analysis import (
     Batch,
     a2c_estimator_variance,
     actor_gradient,
@@ -24,12 +27,9 @@ from rlhelpers.analysis import (
     stage_steps,
     task_gradient_agreement,
 )
-from rlhelpers.config import TrainConfig
-from rlhelpers.evaluation import history_divergence
-from rlhelpers.networks import build_model
-from rlhelpers.optim import RMSpropTFLike
-from rlhelpers.plotting import load_histories
-from rlhelpers.run import train
+from rlhelpers.report.plotting import load_histories
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.run import train
 
 
 def bias_only_model(policy_bias: list[float], q_bias: list[float]) -> torch.nn.Module:
@@ -155,7 +155,7 @@ def test_bf16_gradient_is_close_to_but_not_float32() -> None:
 
 
 def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tmp_path, monkeypatch) -> None:
-    import rlhelpers.analysis as analysis
+    import rlhelpers.report.analysis as analysis
 
     train_cartpole("task1", tmp_path, 400)
     settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
@@ -175,7 +175,7 @@ def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tm
 
 
 def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tmp_path, monkeypatch) -> None:
-    import rlhelpers.analysis as analysis
+    import rlhelpers.report.analysis as analysis
 
     train_cartpole("a2c", tmp_path / "runs", 200)
     measured = []
@@ -263,7 +263,7 @@ def test_stages_are_steps_every_run_has_then_each_runs_last() -> None:
 def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_steps(tmp_path, monkeypatch) -> None:
     import shutil
 
-    import rlhelpers.analysis as analysis
+    import rlhelpers.report.analysis as analysis
 
     for algo in ("a2c", "task1"):
         train_cartpole(algo, tmp_path, 400)
@@ -297,7 +297,7 @@ def test_a_run_that_lost_its_older_snapshots_keeps_their_results_but_not_those_o
         tmp_path, monkeypatch) -> None:
     import shutil
 
-    import rlhelpers.analysis as analysis
+    import rlhelpers.report.analysis as analysis
 
     def steps(results: dict) -> list[int]:
         return [entry["step"] for entry in results["snapshots"].values()]
@@ -341,7 +341,7 @@ def test_results_of_gone_snapshots_survive_a_run_that_has_fewer_steps(tmp_path) 
 
 
 def test_analyze_command_refuses_bad_counts_and_runs_without_snapshots(tmp_path, capsys) -> None:
-    from rlhelpers.__main__ import main
+    from rlhelpers.runner.cli import main
 
     assert main(["analyze", "--runs-dir", str(tmp_path), "--rollouts", "0"]) == 2
     assert "--rollouts and --stages must be positive integers" in capsys.readouterr().err

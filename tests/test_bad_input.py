@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlhelpers.__main__ import main
-from rlhelpers.checkpoint import RunDirectory
+from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.runner.cli import main
 
 
 class GridEnv(gym.Env):

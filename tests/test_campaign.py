@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.__main__ import main
-from rlhelpers.campaign import CAMPAIGN_LOCK, CAMPAIGN_RUNS, TRAIN_LOG, run_campaign, run_status, status_table
-from rlhelpers.checkpoint import RunDirectory
-from rlhelpers.config import TrainConfig
-from rlhelpers.metrics_log import METRICS_FILE, read_metrics
-from rlhelpers.runlock import LOCK_FILE
+from rlhelpers.runner.campaign import CAMPAIGN_LOCK, CAMPAIGN_RUNS, TRAIN_LOG, run_campaign, run_status, status_table
+from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.runner.cli import main
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runner.runlock import LOCK_FILE
 
 RUN_NAMES = [f"{algo}_seed-{seed}" for algo, seed in CAMPAIGN_RUNS]
 CARTPOLE = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500", "--n-eval-episodes", "2",

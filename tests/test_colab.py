@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers import colab
-from rlhelpers.errors import RLHelpersError
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner import colab
 
 
 def test_setup_wandb_reads_the_colab_secret(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.config import TrainConfig, config_differences, format_run_name, parse_run_name, validate
-from rlhelpers.errors import RLHelpersError
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.config import TrainConfig, config_differences, format_run_name, parse_run_name, validate
 
 
 def test_atari_defaults_follow_the_experiment() -> None:

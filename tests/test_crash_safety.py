@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, checkpoint_name, load_model
-from rlhelpers.config import TrainConfig
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.metrics_log import METRICS_FILE, read_metrics
-from rlhelpers.run import train
-from rlhelpers.runlock import LOCK_FILE
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, checkpoint_name, load_model
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runner.run import train
+from rlhelpers.runner.runlock import LOCK_FILE
 
 EVAL_INTERVAL = 200  # a multiple of the batch (4 envs x 5 steps), so evaluations land exactly on it
 RESUME_LINE = re.compile(r"Resuming \S+ from step ([\d,]+)")
@@ -408,7 +408,7 @@ def test_disk_full_during_a_checkpoint_write_keeps_the_previous_one(tmp_path: Pa
         dst.write(src.read(1000))
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("rlhelpers.checkpoint._copy_file", disk_fills_up)
+    monkeypatch.setattr("rlhelpers.runner.checkpoint._copy_file", disk_fills_up)
     with pytest.raises(RLHelpersError, match=r"checkpoint-000000000600\.pt: No space left on device.*intact"):
         train(cartpole(tmp_path, total_timesteps=800), show_progress=False)
 

@@ -11,7 +11,7 @@ import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 from packaging.requirements import Requirement
 
-from rlhelpers.envs import finished_episodes, make_vec_env
+from rlhelpers.core.envs import finished_episodes, make_vec_env
 
 ROOT = Path(__file__).resolve().parents[1]
 # Versions the code does not work with, and why: each must be excluded by the declared floor.

@@ -7,11 +7,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlhelpers.config import EVAL_SEED_OFFSET, TrainConfig, resolve_config
-from rlhelpers.envs import make_vec_env
-from rlhelpers.evaluation import episode_targets, evaluate_policy
-from rlhelpers.networks import build_model
-from rlhelpers.trainer import Trainer
+from rlhelpers.core.envs import make_vec_env
+from rlhelpers.core.evaluation import episode_targets, evaluate_policy
+from rlhelpers.core.networks import build_model
+from rlhelpers.core.trainer import Trainer
+from rlhelpers.runner.config import EVAL_SEED_OFFSET, TrainConfig, resolve_config
 
 
 class TwoSpeedEnv(gym.Env):

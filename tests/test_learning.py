@@ -1,15 +1,15 @@
 """Learning: every algorithm solves CartPole-v1 (mean evaluation return >= 475) within 300k steps.
 
-Hyperparameters are the CartPole defaults of ``rlhelpers.config`` (CLASSIC_CONTROL_DEFAULTS on top
+Hyperparameters are the CartPole defaults of ``rlhelpers.runner.config`` (CLASSIC_CONTROL_DEFAULTS on top
 of each algorithm's own pg/vf coefficients): 8 envs, n_steps 5, lr 7e-3, ent_coef 0, gamma 0.99,
 grad clip 0.5, TF RMSprop. Evaluation: 10 stochastic-policy episodes every 10k steps.
 """
 
 import pytest
 
-from rlhelpers.config import TrainConfig
-from rlhelpers.evaluation import mean_return
-from rlhelpers.run import train
+from rlhelpers.core.evaluation import mean_return
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.run import train
 
 
 @pytest.mark.parametrize("algo", ["a2c", "task1", "task2"])

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from rlhelpers.losses import LOSSES, a2c_loss, explained_variance, state_value, task1_loss, task2_loss
-from rlhelpers.networks import ActorCritic, MLPEncoder
-from rlhelpers.optim import RMSpropTFLike
+from rlhelpers.core.losses import ALGORITHMS, a2c_loss, explained_variance, state_value, task1_loss, task2_loss
+from rlhelpers.core.networks import ActorCritic, MLPEncoder
+from rlhelpers.core.optim import RMSpropTFLike
 
 N, A = 7, 4
 
@@ -90,7 +90,7 @@ def test_actor_and_critic_terms_stay_in_their_heads(algo: str) -> None:
     def head_grads(**coefs) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         model.zero_grad(set_to_none=True)
         logits, critic = model(obs)
-        LOSSES[algo](logits, critic, actions, returns, **coefs)[0].backward()
+        ALGORITHMS[algo].loss(logits, critic, actions, returns, **coefs)[0].backward()
         return model.policy_head.weight.grad, model.critic_head.weight.grad
 
     policy_grad, critic_grad = head_grads(pg_coef=1.0, vf_coef=0.0, ent_coef=0.0)

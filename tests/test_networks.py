@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlhelpers.networks import NatureEncoder, build_model
+from rlhelpers.core.networks import NatureEncoder, build_model
 
 
 def test_nature_encoder_is_the_dqn_torso() -> None:

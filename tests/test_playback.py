@@ -9,11 +9,9 @@ import imageio.v3 as iio
 import pytest
 import torch
 
-from rlhelpers.checkpoint import SNAPSHOT_DIR, snapshot_name
-from rlhelpers.config import TrainConfig
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.networks import build_model
-from rlhelpers.playback import (
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.networks import build_model
+from rlhelpers.report.playback import (
     MAX_POLICY_BYTES,
     MAX_VIDEO_BYTES,
     POLICY_FILE,
@@ -26,6 +24,8 @@ from rlhelpers.playback import (
     record_video,
     save_rescore,
 )
+from rlhelpers.runner.checkpoint import SNAPSHOT_DIR, snapshot_name
+from rlhelpers.runner.config import TrainConfig
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_missing_policy_and_snapshot_are_clear_errors(tmp_path: Path) -> None:
 
 
 def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: pytest.CaptureFixture) -> None:
-    from rlhelpers.__main__ import main
+    from rlhelpers.runner.cli import main
 
     assert main(["evaluate", str(pong_run), "--episodes", "2", "--export"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -114,8 +114,8 @@ def test_a_shorter_rescore_of_the_same_policy_keeps_the_longer_one(tmp_path: Pat
 
 
 def test_an_oversized_video_is_refused_and_removed(pong_run: Path, tmp_path: Path, monkeypatch, capsys) -> None:
-    from rlhelpers import playback
-    from rlhelpers.__main__ import main
+    from rlhelpers.report import playback
+    from rlhelpers.runner.cli import main
 
     export_policy(pong_run)
     monkeypatch.setattr(playback, "MAX_VIDEO_BYTES", 1_000)

@@ -7,15 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
-from rlhelpers.plotting import (
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.report.plotting import (
     DIAGNOSTICS,
     algo_curve,
     figures_dir,
     plot_comparison,
     plot_diagnostics,
 )
+from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
 
 
 def record(algo: str, seed: int, history: list[dict]) -> dict:
@@ -141,7 +141,7 @@ def test_plot_lists_missing_runs_and_writes_png(tmp_path) -> None:
 
 
 def test_figures_go_beside_other_runs_and_to_figures_for_the_committed_ones(tmp_path, monkeypatch, capsys) -> None:
-    from rlhelpers.__main__ import main
+    from rlhelpers.runner.cli import main
 
     monkeypatch.chdir(tmp_path)
     assert figures_dir("runs") == figures_dir("./runs") == figures_dir(tmp_path / "runs") == Path("figures")

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from rlhelpers.config import TrainConfig, resolve_config
-from rlhelpers.envs import ATARI_ENTRY_POINT, final_observations, make_vec_env
-from rlhelpers.evaluation import evaluate_policy
-from rlhelpers.networks import build_model
-from rlhelpers.run import train
-from rlhelpers.trainer import Trainer
+from rlhelpers.core.envs import ATARI_ENTRY_POINT, final_observations, make_vec_env
+from rlhelpers.core.evaluation import evaluate_policy
+from rlhelpers.core.networks import build_model
+from rlhelpers.core.trainer import Trainer
+from rlhelpers.runner.config import TrainConfig, resolve_config
+from rlhelpers.runner.run import train
 
 
 def test_pong_env_and_buffer_shapes() -> None:

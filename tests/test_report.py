@@ -18,10 +18,11 @@ import nbformat
 import numpy as np
 import pytest
 
-from rlhelpers import report
-from rlhelpers.checkpoint import TEST_WRITE_DELAY_ENV
-from rlhelpers.config import ALGO_DEFAULTS, expected_runs, parse_run_name
-from rlhelpers.discussion import (
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import history_divergence
+from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.report import results as report
+from rlhelpers.report.discussion import (
     ABOUT,
     DISCUSSION,
     FASTER,
@@ -35,10 +36,10 @@ from rlhelpers.discussion import (
     discussion_markdown,
     speed_figures,
 )
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import history_divergence
-from rlhelpers.findings import MISSING, discussion_figures, hardware
-from rlhelpers.plotting import load_histories
+from rlhelpers.report.findings import MISSING, discussion_figures, hardware
+from rlhelpers.report.plotting import load_histories
+from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV
+from rlhelpers.runner.config import expected_runs, parse_run_name
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"
@@ -308,9 +309,9 @@ def test_notebook_defaults_follow_the_environment() -> None:
 
 
 def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
-    from rlhelpers.analysis import analyze_runs
-    from rlhelpers.config import TrainConfig
-    from rlhelpers.run import train
+    from rlhelpers.report.analysis import analyze_runs
+    from rlhelpers.runner.config import TrainConfig
+    from rlhelpers.runner.run import train
 
     for algo in ("a2c", "task1"):
         train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=200, n_envs=4, eval_interval=200,
@@ -353,7 +354,7 @@ def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
 
     no_rescore = report.rescore_markdown(tmp_path / "runs", rows)
     assert "No re-score of a committed policy yet" in no_rescore and "--export --episodes 30" in no_rescore
-    from rlhelpers.playback import Rescore, save_rescore
+    from rlhelpers.report.playback import Rescore, save_rescore
     save_rescore(tmp_path / "runs" / "task1_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 15.0, 0.5, 200, 0))
     save_rescore(tmp_path / "runs" / "a2c_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 18.5, 0.5, 200, 0))
     table = report.rescore_markdown(tmp_path / "runs", rows)
@@ -365,7 +366,7 @@ def _record(algo: str, seed: int, means: list[float], every: int = 1_000_000) ->
     """An eval_history.json record with two returns per evaluation, mean ± 1, every ``every`` steps."""
     return {"run_name": f"{algo}_seed-{seed}",
             "config": {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "total_timesteps": 10_000_000,
-                       "stop_return": 18.0, **ALGO_DEFAULTS[algo]},
+                       "stop_return": 18.0, **ALGORITHMS[algo].defaults},
             "history": [{"step": i * every, "returns": [m - 1.0, m + 1.0], "lengths": [800, 800]}
                         for i, m in enumerate(means)]}
 

@@ -4,10 +4,10 @@ import json
 
 import torch
 
-from rlhelpers.checkpoint import RunDirectory
-from rlhelpers.config import TrainConfig
-from rlhelpers.metrics_log import METRICS_FILE, read_metrics
-from rlhelpers.run import train
+from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runner.run import train
 
 
 def cartpole(tmp_path, total: int, **overrides) -> TrainConfig:

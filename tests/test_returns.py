@@ -2,7 +2,7 @@
 
 import torch
 
-from rlhelpers.buffer import RolloutBuffer, n_step_returns
+from rlhelpers.core.buffer import RolloutBuffer, n_step_returns
 
 
 def test_n_step_returns_hand_computed() -> None:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from test_trainer import EPISODE_STEPS, TERMINATING_ENV
 
-from rlhelpers import config, run, trainer
-from rlhelpers.config import TrainConfig
-from rlhelpers.run import RunningMeans, train
+from rlhelpers.core import trainer
+from rlhelpers.runner import config, run
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.run import RunningMeans, train
 
 
 def test_running_means_average_the_finite_values_of_each_metric() -> None:

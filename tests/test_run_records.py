@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlhelpers.checkpoint import SNAPSHOT_DIR, RunDirectory
-from rlhelpers.config import TrainConfig, resolve_config
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.metrics_log import METRICS_FILE, MetricsLog, read_metrics
-from rlhelpers.networks import NatureEncoder, build_model, cpu_has_native_bf16, resolve_precision
-from rlhelpers.provenance import git_commit
-from rlhelpers.run import train
-from rlhelpers.runlock import LOCK_FILE
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.networks import NatureEncoder, build_model, cpu_has_native_bf16, resolve_precision
+from rlhelpers.runner.checkpoint import SNAPSHOT_DIR, RunDirectory
+from rlhelpers.runner.config import TrainConfig, resolve_config
+from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog, read_metrics
+from rlhelpers.runner.provenance import git_commit
+from rlhelpers.runner.run import train
+from rlhelpers.runner.runlock import LOCK_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -79,7 +79,7 @@ def test_auto_resumes_in_the_saved_precision(tmp_path: Path) -> None:
 
 
 def test_unknown_precision_is_named() -> None:
-    from rlhelpers.config import validate
+    from rlhelpers.runner.config import validate
 
     with pytest.raises(RLHelpersError, match="unknown precision 'fp8'"):
         validate(TrainConfig(precision="fp8"))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.runlock import LOCK_FILE, RunLock
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.runlock import LOCK_FILE, RunLock
 
 STALE_S = 1.5  # stands for the 300 s of a real run
 

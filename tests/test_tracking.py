@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.config import TrainConfig
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.metrics_log import MetricsLog
-from rlhelpers.tracking import Tracker, has_wandb_key, resolve_wandb_mode, wandb_host
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.metrics_log import MetricsLog
+from rlhelpers.runner.tracking import Tracker, has_wandb_key, resolve_wandb_mode, wandb_host
 
 
 @pytest.fixture

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from rlhelpers.checkpoint import RunDirectory, load_model
-from rlhelpers.config import TrainConfig, resolve_config
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.losses import state_value
-from rlhelpers.networks import sample_actions
-from rlhelpers.trainer import Trainer
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.losses import state_value
+from rlhelpers.core.networks import sample_actions
+from rlhelpers.core.trainer import Trainer
+from rlhelpers.runner.checkpoint import RunDirectory, load_model
+from rlhelpers.runner.config import TrainConfig, resolve_config
 
 GAMMA = 0.9
 EPISODE_STEPS = 8

@@ -23,12 +23,12 @@ from typing import Any
 
 import wandb
 
-from rlhelpers.checkpoint import HISTORY_FILE, RunDirectory
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import evaluation_metrics
-from rlhelpers.metrics_log import METRICS_FILE, read_metrics
-from rlhelpers.runlock import RunLock
-from rlhelpers.tracking import has_wandb_key, init_run
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import evaluation_metrics
+from rlhelpers.runner.checkpoint import HISTORY_FILE, RunDirectory
+from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runner.runlock import RunLock
+from rlhelpers.runner.tracking import has_wandb_key, init_run
 
 PUBLISH_MODES = ("online", "offline")
 

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from rlhelpers.errors import RLHelpersError
+from rlhelpers.core.errors import RLHelpersError
 
 gym.register_envs(ale_py)
 

@@ -21,12 +21,12 @@ import torch
 from PIL import Image, ImageDraw
 from tqdm import tqdm
 
-from rlhelpers.checkpoint import RunDirectory, load_model
-from rlhelpers.config import TrainConfig
-from rlhelpers.envs import make_vec_env
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import evaluate_policy, mean_and_sem
-from rlhelpers.networks import ActorCritic, sample_actions
+from rlhelpers.core.envs import make_vec_env
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import evaluate_policy, mean_and_sem
+from rlhelpers.core.networks import ActorCritic, sample_actions
+from rlhelpers.runner.checkpoint import RunDirectory, load_model
+from rlhelpers.runner.config import TrainConfig
 
 POLICY_FILE = "policy.pt"
 RESCORE_FILE = "policy_rescore.json"

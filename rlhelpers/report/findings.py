@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGOS, SEED_PAIRS, TASK_PAIRS, expected_runs, parse_run_name
-from rlhelpers.evaluation import history_divergence
-from rlhelpers.report import RunSummary
+from rlhelpers.core.evaluation import history_divergence
+from rlhelpers.report.results import RunSummary
+from rlhelpers.runner.config import ALGOS, SEED_PAIRS, TASK_PAIRS, expected_runs, parse_run_name
 
 MISSING = "n/a"
 DEVICE_KINDS = {"cpu": "CPU", "cuda": "GPU"}  # torch device type -> the word a reader knows
@@ -184,7 +184,7 @@ SPAN_FORMATS = {"variance_ratio": SIGNIFICANT, "snr_all_action": SIGNIFICANT, "s
 
 
 def gradient_figures(results: dict[str, Any] | None) -> dict[str, str]:
-    """Ranges (or extremes) over the measured snapshots of the gradient facts (see ``rlhelpers.analysis``)."""
+    """Ranges (or extremes) over the measured snapshots of the gradient facts (see ``rlhelpers.report.analysis``)."""
     values = gradient_values(results)
     figures = {name: _span(values[name], fmt) for name, fmt in SPAN_FORMATS.items()}
     figures.update(

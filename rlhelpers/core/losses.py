@@ -1,4 +1,5 @@
-"""The three actor-critic losses of docs/experiment.md, each next to its formula.
+"""The three actor-critic losses of docs/experiment.md, each next to its formula, and the algorithm
+table ``ALGORITHMS`` that names each one's loss, critic kind and default coefficients.
 
 Shapes: ``logits`` (N, |A|); ``critic`` (N, 1) holding V(s) for a2c or (N, |A|) holding Q(s, .) for
 task1/task2; ``actions`` (N,) int64; ``returns`` (N,) n-step returns R_t. Every MSE is the plain
@@ -9,6 +10,7 @@ detached scalar tensors for logging (the trainer turns them into floats once per
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -93,4 +95,26 @@ def task2_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor
     return loss, _stats(actor_loss, critic_loss, entropy, q_sa, returns)
 
 
-LOSSES: dict[str, LossFn] = {"a2c": a2c_loss, "task1": task1_loss, "task2": task2_loss}
+@dataclass(frozen=True)
+class Algorithm:
+    """One actor-critic algorithm: its loss, its critic's kind and its default coefficients (Atari)."""
+
+    loss: LossFn
+    critic: str  # "V": one output, V(s); "Q": one output per action, Q(s, .)
+    lr: float
+    pg_coef: float
+    vf_coef: float
+    ent_coef: float
+
+    @property
+    def defaults(self) -> dict[str, float]:
+        """The hyperparameters a run takes unless it sets its own."""
+        return {"lr": self.lr, "pg_coef": self.pg_coef, "vf_coef": self.vf_coef, "ent_coef": self.ent_coef}
+
+
+# The algorithm table (docs/experiment.md): everything else reads it, so a new algorithm is a loss and a row.
+ALGORITHMS: dict[str, Algorithm] = {
+    "a2c": Algorithm(a2c_loss, critic="V", lr=7e-4, pg_coef=1.0, vf_coef=0.25, ent_coef=0.01),
+    "task1": Algorithm(task1_loss, critic="Q", lr=1.5e-3, pg_coef=0.1, vf_coef=0.5, ent_coef=0.001),
+    "task2": Algorithm(task2_loss, critic="Q", lr=1.5e-3, pg_coef=0.1, vf_coef=0.5, ent_coef=0.001),
+}

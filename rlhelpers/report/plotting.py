@@ -3,6 +3,7 @@ the training diagnostics, and where a runs directory's figures go."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,15 +15,15 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from rlhelpers.checkpoint import HISTORY_FILE, RunDirectory
-from rlhelpers.config import ALGOS, REPORT_SEEDS, expected_runs
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import mean_and_sem, mean_return, stopped_early
-from rlhelpers.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import mean_and_sem, mean_return, stopped_early
+from rlhelpers.runner.checkpoint import HISTORY_FILE, RunDirectory
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs
+from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
 
 # task1 and task2 can coincide (their actor gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
-LINE_STYLES = {"a2c": "-", "task1": "--", "task2": ":"}
+LINE_STYLES = ("-", "--", ":", "-.")  # one per algorithm, in the order of the algorithm table
 COMMITTED_RUNS = "runs"
 # The report's files in a runs directory's figures_dir.
 COMPARISON_PNG = "comparison.png"
@@ -110,21 +111,21 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tupl
                              "plot each environment's runs from a runs directory of its own")
     fig, ax = plt.subplots(figsize=(8, 5.6))
     any_stopped = False
-    for algo in ALGOS:
+    for style, algo in zip(itertools.cycle(LINE_STYLES), ALGOS):
         runs = [r for r in histories.values() if r.get("config", {}).get("algo") == algo and r["history"]]
         if not runs:
             continue
         curve = algo_curve(runs)
         seeds = sorted(r["config"]["seed"] for r in runs)
         seed_text = ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
-        line, = ax.plot(curve.steps, curve.means, LINE_STYLES[algo], marker="o", markersize=3,
+        line, = ax.plot(curve.steps, curve.means, style, marker="o", markersize=3,
                         label=f"{algo} ({seed_text})")
         color = line.get_color()
         ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=color, alpha=0.25)
         for run in sorted(runs, key=lambda r: r["config"]["seed"]):
             steps = [p["step"] for p in run["history"]]
             means = [mean_return(p) for p in run["history"]]
-            ax.plot(steps, means, LINE_STYLES[algo], color=color, linewidth=0.7, alpha=0.6,
+            ax.plot(steps, means, style, color=color, linewidth=0.7, alpha=0.6,
                     label=f"_{run['run_name']}")
             if run["run_name"] in curve.stopped:
                 any_stopped = True

@@ -44,11 +44,11 @@ from typing import IO, Any
 
 import torch
 
-from rlhelpers.config import TrainConfig
-from rlhelpers.errors import RLHelpersError, write_error
-from rlhelpers.metrics_log import METRICS_FILE
-from rlhelpers.networks import ActorCritic, build_model
-from rlhelpers.runlock import LOCK_FILE
+from rlhelpers.core.errors import RLHelpersError, write_error
+from rlhelpers.core.networks import ActorCritic, build_model
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.metrics_log import METRICS_FILE
+from rlhelpers.runner.runlock import LOCK_FILE
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
 HISTORY_FILE = "eval_history.json"

@@ -1,7 +1,8 @@
 """Run configuration: one dataclass whose fields are the CLI options and the notebook parameters.
 
-Fields left as ``None`` are filled from the defaults of the algorithm (docs/experiment.md, tuned
-for Atari) and, for classic-control envs such as CartPole, from ``CLASSIC_CONTROL_DEFAULTS``.
+``TrainConfig`` extends the core's ``AgentConfig`` with what makes a run. Fields left as ``None`` are
+filled from the algorithm table (``ALGORITHMS``: docs/experiment.md, tuned for Atari), a variant's
+values, and for classic-control envs such as CartPole from ``CLASSIC_CONTROL_DEFAULTS``.
 ``validate`` turns bad input into one clear ``RLHelpersError``; ``resolve_config`` does that once
 and settles what ``auto`` means on this machine (device, precision).
 """
@@ -17,11 +18,13 @@ from typing import Any
 
 import torch
 
-from rlhelpers.envs import ATARI_ENTRY_POINT, atari_game, check_supported, env_spec
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.networks import PRECISIONS, resolve_precision
+from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, resolve_device
+from rlhelpers.core.envs import ATARI_ENTRY_POINT, atari_game, check_supported, env_spec
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.core.networks import PRECISIONS, resolve_precision
 
-ALGOS = ("a2c", "task1", "task2")
+ALGOS = tuple(ALGORITHMS)  # the report compares every algorithm of the table
 REPORT_SEEDS = (0, 100)  # the report's two seeds of every algorithm
 RUN_NAME_SEPARATOR = "_seed-"
 RUN_NAME_PATTERN = re.compile(rf"^(?P<algo>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-9]+)$")
@@ -56,12 +59,6 @@ def parse_run_name(name: str) -> tuple[str, int]:
         raise ValueError(f"{name!r} is not a run name of the form <algo>{RUN_NAME_SEPARATOR}<seed>")
     return match["algo"], int(match["seed"])
 
-ALGO_DEFAULTS: dict[str, dict[str, float]] = {
-    "a2c": {"lr": 7e-4, "pg_coef": 1.0, "vf_coef": 0.25, "ent_coef": 0.01},
-    "task1": {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001},
-    "task2": {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001},
-}
-
 # Atari run shape of docs/experiment.md; stop_return 18 is Pong's "solved" (other games: pass --stop-return).
 ATARI_DEFAULTS: dict[str, float] = {"n_envs": 16, "eval_interval": 300_000, "stop_return": 18.0}
 
@@ -77,10 +74,9 @@ ENV_DEPENDENT_FIELDS = ("n_envs", "eval_interval", "stop_return", "lr", "pg_coef
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(AgentConfig):
     """Everything that defines one run (algo, seed) and how it is trained, evaluated and saved."""
 
-    algo: str = field(default="a2c", metadata={"help": "algorithm: a2c, task1 or task2"})
     variant: str = field(
         default="",
         metadata={"help": "a named change of the algorithm's hyperparameters, added to the run name: "
@@ -88,34 +84,12 @@ class TrainConfig:
                                       for name, values in VARIANTS.items()),
                   "default": "none"},
     )
-    seed: int = field(default=0, metadata={"help": "random seed of the run (the report uses 0 and 100)"})
-    env_id: str = field(
-        default="PongNoFrameskip-v4",
-        metadata={"help": "gymnasium id: an ALE Atari game (e.g. PongNoFrameskip-v4; every ALE id, v5 ones "
-                          "included, gets the report's preprocessing, without sticky actions) or an env with "
-                          "discrete actions and vector observations (e.g. CartPole-v1)"},
-    )
     total_timesteps: int = field(
         default=10_000_000,
         metadata={"help": "training budget in environment steps, summed over all envs (the report's runs: 10M)"},
     )
-    n_envs: int | None = field(default=None, metadata={"help": "parallel training environments (Atari: 16)"})
-    n_steps: int = field(default=5, metadata={"help": "rollout length per environment (n of the n-step return)"})
-    gamma: float = field(default=0.99, metadata={"help": "discount factor"})
-    lr: float | None = field(default=None, metadata={"help": "learning rate"})
-    pg_coef: float | None = field(default=None, metadata={"help": "actor loss weight"})
-    vf_coef: float | None = field(default=None, metadata={"help": "critic loss weight"})
-    ent_coef: float | None = field(default=None, metadata={"help": "entropy bonus weight"})
-    max_grad_norm: float = field(default=0.5, metadata={"help": "global gradient-norm clip"})
-    rms_alpha: float = field(default=0.99, metadata={"help": "RMSprop smoothing constant"})
-    rms_eps: float = field(default=1e-5, metadata={"help": "RMSprop epsilon (inside the square root)"})
-    hidden_size: int = field(default=64, metadata={"help": "MLP width for vector observations (CartPole)"})
     eval_interval: int | None = field(
         default=None, metadata={"help": "environment steps between evaluations (Atari: 300000)"}
-    )
-    n_eval_episodes: int = field(default=30, metadata={"help": "complete episodes per evaluation"})
-    n_eval_envs: int = field(
-        default=30, metadata={"help": "parallel evaluation environments (at most n_eval_episodes are used)"}
     )
     stop_return: float | None = field(
         default=None,
@@ -128,18 +102,6 @@ class TrainConfig:
     snapshot_interval: int = field(
         default=1_000_000,
         metadata={"help": "environment steps between model-weight snapshots (snapshots/, for the analysis)"},
-    )
-    device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda, mps"})
-    precision: str = field(
-        default="auto",
-        metadata={"help": "encoder arithmetic: fp32, bf16, or auto (a saved run's own; for a new run bf16 on a CPU "
-                          "with native bfloat16, else fp32)"},
-    )
-    torch_threads: int = field(
-        default=0, metadata={"help": "CPU threads for torch; 0 keeps torch's default (1 helps on a busy machine)"}
-    )
-    env_threads: int = field(
-        default=0, metadata={"help": "threads of each ALE vector env; 0 lets ALE use min(envs, cores)"}
     )
     runs_dir: str = field(default="runs", metadata={"help": "directory holding one sub-directory per run"})
     wandb_project: str = field(default="pong-actor-critic", metadata={"help": "W&B project"})
@@ -163,11 +125,6 @@ class TrainConfig:
         """Run name used for the directory and the W&B run (``format_run_name``)."""
         return format_run_name(self.algo, self.seed, self.variant)
 
-    @property
-    def batch_size(self) -> int:
-        """Environment steps per update: n_steps * n_envs."""
-        return self.n_steps * self.n_envs
-
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON view of the config as runs save it: without ``runs_dir``, since where a run lives is
         not part of what it is (a saved path goes stale when the run moves, and names the machine)."""
@@ -184,7 +141,7 @@ class TrainConfig:
 
 def env_defaults(algo: str, env_id: str) -> dict[str, float]:
     """Values for the fields left as None: the algorithm's, then those of the kind of env."""
-    values: dict[str, float] = dict(ALGO_DEFAULTS.get(algo, {}))
+    values: dict[str, float] = ALGORITHMS[algo].defaults if algo in ALGORITHMS else {}
     try:
         spec = env_spec(env_id)
     except RLHelpersError:
@@ -205,9 +162,6 @@ IDENTITY_FIELDS = (
 )
 
 WANDB_MODES = ("online", "offline", "disabled")
-# ALE takes int32 seeds. Training envs use seeds below this offset (seed + step + env index after a
-# resume) and evaluation envs seeds from it upwards, so the two never share a seed.
-EVAL_SEED_OFFSET = 2**30
 
 
 def _type_problem(config: TrainConfig) -> str | None:
@@ -231,8 +185,8 @@ def validate(config: TrainConfig) -> TrainConfig:
     problem = _type_problem(config)
     if problem is not None:
         raise RLHelpersError(problem)
-    if config.algo not in ALGOS:
-        raise RLHelpersError(f"unknown algo {config.algo!r}: choose one of {', '.join(ALGOS)}")
+    if config.algo not in ALGORITHMS:
+        raise RLHelpersError(f"unknown algo {config.algo!r}: choose one of {', '.join(ALGORITHMS)}")
     if config.variant:
         if config.variant not in VARIANTS:
             raise RLHelpersError(f"unknown variant {config.variant!r}: choose one of {', '.join(VARIANTS)}")
@@ -241,7 +195,7 @@ def validate(config: TrainConfig) -> TrainConfig:
                         if getattr(config, name) != changes[name]]
         if contradicted:
             raise RLHelpersError(f"variant {config.variant} means {'; '.join(contradicted)}")
-        if all(ALGO_DEFAULTS[config.algo].get(name) == value for name, value in changes.items()):
+        if all(ALGORITHMS[config.algo].defaults.get(name) == value for name, value in changes.items()):
             raise RLHelpersError(f"variant {config.variant} changes nothing for {config.algo}: train it without one")
     check_supported(config.env_id)
     positive_ints = ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes",
@@ -286,15 +240,6 @@ def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[st
     saved = {"variant": "", **saved}  # runs saved before variants existed have none
     return [f"{name}: saved {saved.get(name)!r} != requested {wanted[name]!r}"
             for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]
-
-
-def resolve_device(device: str) -> torch.device:
-    """``auto`` picks CUDA when present, else the CPU; an unavailable CUDA device is an error."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RLHelpersError(f"device {device!r} requested but CUDA is not available here; use --device auto or cpu")
-    return torch.device(device)
 
 
 def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:

@@ -23,13 +23,13 @@ from typing import Any
 
 import torch
 
-from rlhelpers.checkpoint import HISTORY_FILE, RunDirectory
-from rlhelpers.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import history_finished, mean_and_sem, stopped_early
-from rlhelpers.metrics_log import METRICS_FILE, read_metrics
-from rlhelpers.runlock import RunLock
-from rlhelpers.stopping import StopRequest
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import history_finished, mean_and_sem, stopped_early
+from rlhelpers.runner.checkpoint import HISTORY_FILE, RunDirectory
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name
+from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runner.runlock import RunLock
+from rlhelpers.runner.stopping import StopRequest
 
 # The report's runs in the order the campaign trains them: both seed-0 runs of a2c and task1 first.
 CAMPAIGN_RUNS = tuple((algo, seed) for seed in REPORT_SEEDS for algo in ALGOS)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
-from rlhelpers.networks import ActorCritic, sample_actions
+from rlhelpers.core.networks import ActorCritic, sample_actions
 
 
 def episode_targets(n_episodes: int, n_envs: int) -> np.ndarray:

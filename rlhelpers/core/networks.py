@@ -1,6 +1,6 @@
 """Actor-critic networks: a shared encoder with a policy head and a critic head.
 
-The critic head has one output, V(s), for ``a2c`` and |A| outputs, Q(s, .), for ``task1``/``task2``.
+The critic head has one output, V(s), or |A| outputs, Q(s, .), as the algorithm table says.
 Initialisation is orthogonal (as in OpenAI Baselines): gain sqrt(2) in the encoder, 0.01 on the
 policy head (near-uniform initial policy), 1 on the critic head; biases are zero.
 """
@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from rlhelpers.core.losses import ALGORITHMS
 
 PRECISIONS = ("auto", "fp32", "bf16")
 
@@ -101,7 +103,7 @@ class ActorCritic(nn.Module):
 
 def build_model(obs_shape: tuple[int, ...], n_actions: int, algo: str, hidden_size: int = 64,
                 precision: str = "fp32") -> ActorCritic:
-    """Nature encoder for image stacks (C, 84, 84), MLP for flat vectors; V critic for a2c, Q otherwise.
+    """Nature encoder for image stacks (C, 84, 84), MLP for flat vectors; the critic ``algo`` has (V or Q).
 
     ``precision`` is a resolved one (``fp32`` or ``bf16``); bf16 applies to the Nature encoder only.
     """
@@ -113,7 +115,7 @@ def build_model(obs_shape: tuple[int, ...], n_actions: int, algo: str, hidden_si
         encoder = MLPEncoder(obs_shape[0], hidden_size)
     else:
         raise ValueError(f"unsupported observation shape {obs_shape}")
-    return ActorCritic(encoder, n_actions, critic_outputs=1 if algo == "a2c" else n_actions)
+    return ActorCritic(encoder, n_actions, critic_outputs=1 if ALGORITHMS[algo].critic == "V" else n_actions)
 
 
 def sample_actions(logits: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """The algorithm: collect a rollout, bootstrap, update; evaluate; save and restore the training state.
 
 ``Trainer`` owns the training envs, the model, the optimizer, the rollout buffer and the counters, and
-hands back plain values. It never touches files, locks or W&B: ``rlhelpers.run`` drives it and keeps
+hands back plain values. It never touches files, locks or W&B: ``rlhelpers.runner.run`` drives it and keeps
 the run's records.
 """
 
@@ -15,14 +15,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlhelpers.buffer import RolloutBuffer
-from rlhelpers.config import EVAL_SEED_OFFSET, TrainConfig, resolve_device
-from rlhelpers.envs import atari_game, final_observations, finished_episodes, make_vec_env
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import evaluate_policy
-from rlhelpers.losses import LOSSES, state_value
-from rlhelpers.networks import ActorCritic, build_model, sample_actions
-from rlhelpers.optim import RMSpropTFLike
+from rlhelpers.core.buffer import RolloutBuffer
+from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, resolve_device
+from rlhelpers.core.envs import atari_game, final_observations, finished_episodes, make_vec_env
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import evaluate_policy
+from rlhelpers.core.losses import ALGORITHMS, state_value
+from rlhelpers.core.networks import ActorCritic, build_model, sample_actions
+from rlhelpers.core.optim import RMSpropTFLike
 
 CHECKPOINT_FORMAT = 2
 
@@ -30,7 +30,7 @@ CHECKPOINT_FORMAT = 2
 class Trainer:
     """One actor-critic learner: training envs, model, optimizer, rollout storage and counters."""
 
-    def __init__(self, config: TrainConfig, device: torch.device | None = None,
+    def __init__(self, config: AgentConfig, device: torch.device | None = None,
                  model: ActorCritic | None = None) -> None:
         """``config`` as ``resolve_config`` returns it (validated, precision resolved); ``device`` defaults to
         ``resolve_device(config.device)``; ``model`` replaces the one built from the config."""
@@ -52,7 +52,7 @@ class Trainer:
         self.model = model.to(self.device)
         self.optimizer = RMSpropTFLike(self.model.parameters(), lr=config.lr, alpha=config.rms_alpha,
                                        eps=config.rms_eps)
-        self.loss_fn = LOSSES[config.algo]
+        self.loss_fn = ALGORITHMS[config.algo].loss
         obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
         self.buffer = RolloutBuffer(config.n_steps, config.n_envs, obs_space.shape, obs_dtype, self.device)
         self.num_timesteps = 0

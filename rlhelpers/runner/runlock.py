@@ -20,7 +20,7 @@ import time
 import warnings
 from pathlib import Path
 
-from rlhelpers.errors import RLHelpersError, write_error
+from rlhelpers.core.errors import RLHelpersError, write_error
 
 LOCK_FILE = "owner.json"
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlhelpers.errors import write_error
+from rlhelpers.core.errors import write_error
 
 METRICS_FILE = "metrics.jsonl"
 

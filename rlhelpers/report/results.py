@@ -15,16 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGOS, SEED_PAIRS, TASK_PAIRS, TrainConfig, expected_runs, validate
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import history_divergence, history_finished
-from rlhelpers.plotting import (
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import history_divergence, history_finished
+from rlhelpers.report.plotting import (
     AGENT_GIF,
     ANALYSIS_JSON,
     algo_curve,
     figures_dir,
     load_histories,
 )
+from rlhelpers.runner.config import ALGOS, SEED_PAIRS, TASK_PAIRS, TrainConfig, expected_runs, validate
 
 REPORT_ONLY = "none"
 REPORT_ENV_ID = "PongNoFrameskip-v4"
@@ -287,7 +287,7 @@ def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
     an hour on a CPU for the report's runs; snapshots already in the saved JSON keep their entries, see
     ``analysis.write_analysis``), else the saved JSON; None when there is neither.
     ``path`` defaults to ``analysis.json`` in the runs' ``figures_dir``."""
-    from rlhelpers.analysis import write_analysis
+    from rlhelpers.report.analysis import write_analysis
 
     if recompute:
         return write_analysis(runs_dir, path)[1]
@@ -379,7 +379,7 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
 def agent_video_html(runs_dir: str | Path, rows: list[RunSummary], gif: str | Path | None = None) -> str:
     """HTML embedding the GIF of the best run's committed policy (recorded first if only the policy exists);
     ``gif`` defaults to ``agent.gif`` in the runs' ``figures_dir``."""
-    from rlhelpers.playback import POLICY_FILE, record_video
+    from rlhelpers.report.playback import POLICY_FILE, record_video
 
     gif = Path(gif) if gif is not None else figures_dir(runs_dir) / AGENT_GIF
     with_policy = [r for r in rows if (Path(runs_dir) / r.run_name / POLICY_FILE).exists()]
@@ -396,7 +396,7 @@ def agent_video_html(runs_dir: str | Path, rows: list[RunSummary], gif: str | Pa
 
 def rescore_markdown(runs_dir: str | Path, rows: list[RunSummary]) -> str:
     """A table of each run's saved re-score of its float16 policy beside the run's last evaluation."""
-    from rlhelpers.playback import read_rescore
+    from rlhelpers.report.playback import read_rescore
 
     table = []
     for row in rows:

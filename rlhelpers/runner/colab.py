@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import sys
 
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.plotting import COMMITTED_RUNS
-from rlhelpers.tracking import has_wandb_key, publish_command, resolve_wandb_mode
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.report.plotting import COMMITTED_RUNS
+from rlhelpers.runner.tracking import has_wandb_key, publish_command, resolve_wandb_mode
 
 COLAB_DRIVE = "/content/drive"
 COLAB_RUNS_DIR = f"{COLAB_DRIVE}/MyDrive/rlhelpers/runs"

@@ -66,12 +66,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from rlhelpers.checkpoint import SNAPSHOT_PATTERN, RunDirectory, load_model
-from rlhelpers.config import TrainConfig, resolve_config
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.losses import LOSSES, state_value
-from rlhelpers.networks import ActorCritic
-from rlhelpers.plotting import ANALYSIS_JSON, figures_dir
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.losses import ALGORITHMS, state_value
+from rlhelpers.core.networks import ActorCritic
+from rlhelpers.report.plotting import ANALYSIS_JSON, figures_dir
+from rlhelpers.runner.checkpoint import SNAPSHOT_PATTERN, RunDirectory, load_model
+from rlhelpers.runner.config import TrainConfig, resolve_config
 
 
 @dataclass
@@ -92,7 +92,7 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
     ``gap_steps`` unrecorded steps per env, records the next, and so on; both counts are rounded up to
     whole rollouts of n_steps. The model is not changed.
     """
-    from rlhelpers.trainer import Trainer  # the trainer's own rollout code, so the states are the training ones
+    from rlhelpers.core.trainer import Trainer  # the trainer's own rollout code, so the states are the training ones
 
     replay_config, device = resolve_config(
         TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0}))
@@ -144,7 +144,7 @@ def _with_dtype(model: ActorCritic, dtype: torch.dtype, bf16: bool = False) -> A
 def actor_gradient(model: ActorCritic, algo: str, batch: Batch) -> torch.Tensor:
     """Flat gradient of ``algo``'s actor term (pg_coef 1, no critic or entropy term) over the batch."""
     logits, critic = model(batch.obs)
-    loss, _ = LOSSES[algo](logits, critic, batch.actions, batch.returns.to(logits.dtype),
+    loss, _ = ALGORITHMS[algo].loss(logits, critic, batch.actions, batch.returns.to(logits.dtype),
                            pg_coef=1.0, vf_coef=0.0, ent_coef=0.0)
     return _flat_grad(loss, actor_parameters(model))
 
@@ -231,7 +231,7 @@ def bf16_agreement(model: ActorCritic, algo: str, batch: Batch, config: TrainCon
     for bf16 in (False, True):
         typed = _with_dtype(model, torch.float32, bf16=bf16)
         logits, critic = typed(batch.obs)
-        loss, _ = LOSSES[algo](logits, critic, batch.actions, batch.returns, pg_coef=config.pg_coef,
+        loss, _ = ALGORITHMS[algo].loss(logits, critic, batch.actions, batch.returns, pg_coef=config.pg_coef,
                                vf_coef=config.vf_coef, ent_coef=config.ent_coef)
         grads.append(_flat_grad(loss, list(typed.parameters())))
     return _cosine_and_relative(grads[0], grads[1])
@@ -246,7 +246,7 @@ def loss_term_gradients(model: ActorCritic, algo: str, batch: Batch, config: Tra
     logits, critic = model(batch.obs)
     result: dict[str, Any] = {}
     for term, (pg_coef, vf_coef, ent_coef) in weights.items():
-        loss, _ = LOSSES[algo](logits, critic, batch.actions, batch.returns, pg_coef=pg_coef, vf_coef=vf_coef,
+        loss, _ = ALGORITHMS[algo].loss(logits, critic, batch.actions, batch.returns, pg_coef=pg_coef, vf_coef=vf_coef,
                                ent_coef=ent_coef)
         result[term] = {group: float(_flat_grad(loss, params).norm()) for group, params in groups.items()}
     return result
@@ -258,7 +258,7 @@ def advantage_scale(model: ActorCritic, algo: str, batch: Batch) -> dict[str, fl
     with torch.inference_mode():
         logits, critic = model(batch.obs)
         logits, critic, returns = logits.double(), critic.double(), batch.returns.double()
-        if algo == "a2c":
+        if ALGORITHMS[algo].critic == "V":
             error = returns - state_value(logits, critic)
             advantage_sq = error.square()
         else:
@@ -383,7 +383,7 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
         batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
         entry: dict[str, Any] = {"run": run, "step": step, "precision": config.precision,
                                  "snapshot_sha256": digest}
-        if config.algo == "a2c":
+        if ALGORITHMS[config.algo].critic == "V":
             entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch, config.batch_size)
         else:
             entry["task_gradient_agreement"] = task_gradient_agreement(model, batch)

@@ -3,7 +3,7 @@
 ``train`` trains or resumes the run (algo, seed) in ``<runs_dir>/<algo>_seed-<seed>``: it takes the
 run's lock, restores the newest checkpoint, and drives ``Trainer`` in one loop that evaluates, logs,
 checkpoints and snapshots on schedule, shows a progress bar and stops cleanly on SIGTERM. The
-algorithm itself is ``rlhelpers.trainer``'s.
+algorithm itself is ``rlhelpers.core.trainer``'s.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from rlhelpers.checkpoint import RunDirectory
-from rlhelpers.config import TrainConfig, config_differences, resolve_config
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.evaluation import evaluation_metrics, history_finished, mean_return
-from rlhelpers.metrics_log import METRICS_FILE, MetricsLog
-from rlhelpers.provenance import session_provenance
-from rlhelpers.runlock import RunLock
-from rlhelpers.stopping import StopRequest
-from rlhelpers.tracking import Tracker, new_run_id, resolve_wandb_mode
-from rlhelpers.trainer import Trainer
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import evaluation_metrics, history_finished, mean_return
+from rlhelpers.core.trainer import Trainer
+from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.runner.config import TrainConfig, config_differences, resolve_config
+from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
+from rlhelpers.runner.provenance import session_provenance
+from rlhelpers.runner.runlock import RunLock
+from rlhelpers.runner.stopping import StopRequest
+from rlhelpers.runner.tracking import Tracker, new_run_id, resolve_wandb_mode
 
 LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
 

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.config import ALGOS, expected_runs, parse_run_name
-from rlhelpers.findings import (
+from rlhelpers.report.findings import (
     MISSING,
     config_values,
     discussion_figures,
@@ -24,8 +23,8 @@ from rlhelpers.findings import (
     pair_gaps,
     per_seed,
 )
-from rlhelpers.plotting import algo_curve, held_returns
-from rlhelpers.report import (
+from rlhelpers.report.plotting import algo_curve, held_returns
+from rlhelpers.report.results import (
     PLATEAU,
     PUBLISHED_A2C,
     REPORT_ENV_ID,
@@ -33,6 +32,7 @@ from rlhelpers.report import (
     against_published,
     incomplete_report_runs,
 )
+from rlhelpers.runner.config import ALGOS, expected_runs, parse_run_name
 
 # Allen et al. 2017, "Mean Actor Critic" (arXiv 1709.00503): MAC's score on Pong, and the n-step length of
 # the authors' code (its lr, pg_coef, vf_coef and ent_coef are task1's).

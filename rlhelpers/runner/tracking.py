@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 
 import wandb
 
-from rlhelpers.config import TrainConfig
-from rlhelpers.errors import RLHelpersError
-from rlhelpers.metrics_log import MetricsLog
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.metrics_log import MetricsLog
 
 
 def wandb_host() -> str:
@@ -66,7 +66,7 @@ def new_run_id() -> str:
 
 
 def publish_command(runs_dir: str) -> str:
-    """The command that uploads every run of ``runs_dir`` from its local files (see ``rlhelpers.publish``)."""
+    """The command that uploads every run of ``runs_dir`` from its local files (see ``rlhelpers.runner.publish``)."""
     return f"python -m rlhelpers publish --runs-dir {shlex.quote(str(runs_dir))}"
 
 

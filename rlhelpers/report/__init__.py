@@ -1,0 +1,1 @@
+"""The report: the runs' records, the plots and tables, the gradient analysis and the playback of agents."""

@@ -1,0 +1,281 @@
+"""Command line: ``python -m rlhelpers train | campaign | status | plot | publish | evaluate | analyze``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import typing
+from collections.abc import Callable
+from pathlib import Path
+
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.config import (
+    ALGORITHMS,
+    ALGOS,
+    ATARI_DEFAULTS,
+    CLASSIC_CONTROL_DEFAULTS,
+    ENV_DEPENDENT_FIELDS,
+    TrainConfig,
+)
+
+ENV_DEFAULTS = {**ATARI_DEFAULTS, **CLASSIC_CONTROL_DEFAULTS}
+RUN_FIELDS = ("algo", "seed")  # set per run by the campaign
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def whole_number(text: str) -> int:
+    """An integer option's value, also written as a whole float: ``10000000``, ``1e7`` or ``1_000_000``."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(value)
+
+
+def _option_type(hint: object) -> Callable[[str], object]:
+    """The argparse type of a TrainConfig field's type hint: a whole number, float or str (``X | None``
+    gives X)."""
+    types = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
+    if len(types) != 1 or types[0] not in (int, float, str):
+        raise TypeError(f"TrainConfig field type {hint!r} has no command-line form: use int, float or str")
+    return whole_number if types[0] is int else types[0]
+
+
+def _option(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (),
+                        overrides: dict[str, str] | None = None) -> None:
+    """One option per TrainConfig field; with ``overrides`` (field -> default text) the defaults are left
+    out of the namespace (argparse.SUPPRESS), so only the options given on the command line appear."""
+    hints = typing.get_type_hints(TrainConfig)
+    for f in dataclasses.fields(TrainConfig):
+        if f.name in skip:
+            continue
+        if f.name in ENV_DEPENDENT_FIELDS:
+            by = [what for what, table in (("algo", ALGORITHMS["a2c"].defaults), ("env", ENV_DEFAULTS))
+                  if f.name in table]
+            default_text = "set by " + " and ".join(by)
+        else:
+            default_text = f.metadata.get("default", f.default)
+        if overrides is not None:
+            default_text = overrides.get(f.name, default_text)
+        parser.add_argument(
+            _option(f.name),
+            dest=f.name,
+            type=_option_type(hints[f.name]),
+            default=f.default if overrides is None else argparse.SUPPRESS,
+            help=f"{f.metadata['help']} (default: {default_text})",
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rlhelpers",
+                                     description="Train and compare actor-critic agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    train_parser = commands.add_parser("train", help="train or resume one run (algo, seed)",
+                                       description="Train one run, or resume it from its newest checkpoint.")
+    _add_config_options(train_parser)
+    campaign_parser = commands.add_parser(
+        "campaign", help="train or resume all six runs of the report, N at a time",
+        description="Train or resume a2c, task1 and task2 (or --algos, with --variant if given) with seeds 0 "
+                    "and 100, each in its own process logging to <runs-dir>/<run>/train.log. Finished runs are "
+                    "skipped, runs trained by "
+                    "another live process are left alone. Ctrl-C or SIGTERM checkpoints and stops every run.")
+    campaign_parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS),
+                                 help="train only these algorithms' runs (default: all three)")
+    campaign_parser.add_argument("--parallel", type=whole_number, default=None,
+                                 help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
+    _add_config_options(campaign_parser, skip=RUN_FIELDS, overrides={
+        "torch_threads": "1 when several runs share a CPU, else torch's default"})
+    status_parser = commands.add_parser("status", help="one line per run: steps, evaluations, speed, state",
+                                        description="Print the state of the report's six runs, and of any other "
+                                                    "run present (variants), from their files.")
+    status_parser.add_argument("--runs-dir", default="runs",
+                               help="directory holding the run directories (default: runs)")
+    plot_parser = commands.add_parser("plot", help="draw the comparison plot from the runs present",
+                                      description="Draw the comparison plot from every eval_history.json found "
+                                                  "(the runs must all be of one environment).")
+    plot_parser.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
+    plot_parser.add_argument("--out", default=None,
+                             help="image to write, .png, .pdf or .svg (default: comparison.png in figures/ for "
+                                  "the committed runs/, in <runs-dir>/figures/ for another runs directory)")
+    publish_parser = commands.add_parser(
+        "publish", help="upload every run to W&B from its local files, each record once",
+        description="Create or resume one W&B run per run directory (its stored id, name <algo>_seed-<seed>) and "
+                    "log every line of metrics.jsonl and every evaluation that W&B does not hold yet. Safe to repeat.")
+    publish_parser.add_argument("--runs-dir", default="runs",
+                                help="directory holding the run directories (default: runs)")
+    publish_parser.add_argument("--project", default=None,
+                                help="W&B project (default: the one each run was trained with)")
+    publish_parser.add_argument("--entity", default=None,
+                                help="W&B user or team (default: the run's, else your key's default entity)")
+    publish_parser.add_argument("--mode", default="online", choices=("online", "offline"),
+                                help="online (needs an API key) or offline: one complete folder per run for "
+                                     "`wandb sync` (default: online)")
+    evaluate_parser = commands.add_parser(
+        "evaluate", help="re-score a run's committed policy (policy.pt); optionally record a GIF of one episode",
+        description="Play complete episodes with RUN_DIR/policy.pt (float16 weights) on fresh seeds and print the "
+                    "mean return ± s.e. beside the run's last evaluation; the result is saved to "
+                    "RUN_DIR/policy_rescore.json, which the report shows.")
+    evaluate_parser.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
+    evaluate_parser.add_argument("--episodes", type=whole_number, default=30,
+                                 help="complete episodes to play (default: 30)")
+    evaluate_parser.add_argument("--seed", type=whole_number, default=0, help="replay seed (default: 0)")
+    evaluate_parser.add_argument("--export", action="store_true",
+                                 help="first write policy.pt from the run's newest snapshot")
+    evaluate_parser.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
+    evaluate_parser.add_argument("--video-scale", type=whole_number, default=2,
+                                 help="GIF pixels per observation pixel (84x84 observations; default: 2)")
+    analyze_parser = commands.add_parser(
+        "analyze", help="measure the report's gradient facts on the runs' snapshots; write a JSON",
+        description="On states visited by each snapshot's own policy: task1 vs task2 actor gradients (float32, "
+                    "float64), the all-action vs sampled-action estimator variance and signal-to-noise, A2C's "
+                    "estimator, bf16 vs fp32, the gradient norm of each weighted loss term and the size of the "
+                    "advantage the actor follows; from each run's newest checkpoint, the share of parameters "
+                    "whose RMSprop mean square lies below epsilon. Snapshots already "
+                    "in the JSON, measured the same way, keep their entries; delete it to measure all anew.")
+    analyze_parser.add_argument("--runs-dir", default="runs",
+                                help="directory holding the run directories (default: runs)")
+    analyze_parser.add_argument("--out", default=None,
+                                help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
+                                     "in <runs-dir>/figures/ for another runs directory)")
+    analyze_parser.add_argument("--rollouts", type=whole_number, default=4,
+                                help="rollouts of n_envs x n_steps states per snapshot "
+                                     "(default: 4; on Pong 4 x 16 x 5 = 320 states)")
+    analyze_parser.add_argument("--stages", type=whole_number, default=4,
+                                help="snapshots per run: stages-1 steps that every run has, spread evenly, "
+                                     "and the run's last (default: 4)")
+    return parser
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from rlhelpers.report.playback import RESCORE_FILE, evaluate_policy_file, export_policy, record_video, save_rescore
+
+    if args.video_scale < 1:
+        raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
+    if args.export:
+        print(f"wrote {export_policy(args.run_dir)}")
+    rescore = evaluate_policy_file(args.run_dir, args.episodes, args.seed, show_progress=True)
+    print(f"{args.run_dir}: {rescore.mean:.2f} ± {rescore.sem:.2f} over {len(rescore.returns)} episodes")
+    if rescore.last_mean is not None:
+        verdict = "within" if rescore.consistent else "OUTSIDE"
+        print(f"run's last evaluation: {rescore.last_mean:.2f} ± {rescore.last_sem:.2f}; the new mean is {verdict} "
+              "1.96 standard errors of the difference")
+    saved = save_rescore(args.run_dir, rescore)
+    print(f"wrote {saved}" if saved else
+          f"kept {Path(args.run_dir) / RESCORE_FILE}: it re-scores this policy over more episodes")
+    if args.video:
+        video = record_video(args.run_dir, args.video, args.seed, scale=args.video_scale)
+        print(f"wrote {video['path']}: one episode, score {video['score']:+.0f}, {video['bytes']:,} bytes")
+    return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from rlhelpers.report.analysis import write_analysis
+
+    if args.rollouts < 1 or args.stages < 1:
+        raise RLHelpersError("--rollouts and --stages must be positive integers")
+    out, results = write_analysis(args.runs_dir, args.out, args.rollouts, args.stages, show_progress=True)
+    print(f"wrote {out}: {len(results['snapshots'])} snapshots")
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rlhelpers.core.evaluation import mean_return
+    from rlhelpers.runner.run import train
+
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
+    result = train(TrainConfig(**values))
+    summary = ""
+    if result.eval_history:
+        last = result.eval_history[-1]
+        summary = f"; last evaluation {mean_return(last):.2f} at step {last['step']:,}"
+    print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}){summary}")
+    return 0
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from rlhelpers.runner.campaign import default_parallel, run_campaign
+    from rlhelpers.runner.config import resolve_device, validate
+    from rlhelpers.runner.tracking import resolve_wandb_mode
+
+    given = {name: value for name, value in vars(args).items() if name not in ("command", "parallel", "algos")}
+    parallel = args.parallel if args.parallel is not None else default_parallel()
+    for algo in args.algos:  # checks the shared options once per algorithm, before any run starts
+        config = validate(TrainConfig(**given, algo=algo))
+    resolve_wandb_mode(config.wandb_mode)  # 'online' without a key: one error, not six failed children
+    if parallel > 1 and resolve_device(config.device).type == "cpu":
+        given.setdefault("torch_threads", 1)
+    # The children get the runs directory as an absolute path from run_campaign.
+    train_args = [part for name, value in given.items() if name != "runs_dir" for part in (_option(name), str(value))]
+    return run_campaign(config, train_args, parallel, algos=tuple(args.algos))
+
+
+def _runs_dir(path: str) -> str:
+    """``path`` if it is a directory; a clear error otherwise (a typo would read as six runs not started)."""
+    if not Path(path).is_dir():
+        raise RLHelpersError(f"no runs directory {path}: pass the --runs-dir you trained in")
+    return path
+
+
+def _status(args: argparse.Namespace) -> int:
+    from rlhelpers.runner.campaign import status_table
+
+    print(status_table(_runs_dir(args.runs_dir)))
+    return 0
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from rlhelpers.runner.publish import publish_runs
+
+    publish_runs(args.runs_dir, args.mode, args.project, args.entity)
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from rlhelpers.report.plotting import COMPARISON_PNG, figures_dir, plot_comparison
+    from rlhelpers.runner.checkpoint import HISTORY_FILE
+
+    out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
+    if out.suffix.lower() not in PLOT_FORMATS:
+        raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
+    if not any(Path(_runs_dir(args.runs_dir)).glob(f"*/{HISTORY_FILE}")):
+        raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot")
+    _, missing = plot_comparison(args.runs_dir, out)
+    print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
+    return 0
+
+
+COMMANDS = {"train": _train, "campaign": _campaign, "status": _status, "plot": _plot, "publish": _publish,
+            "evaluate": _evaluate, "analyze": _analyze}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except RLHelpersError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def run() -> None:
+    """``python -m rlhelpers``: exit with ``main``'s code, quietly when the reader of stdout leaves early."""
+    try:
+        try:
+            sys.exit(main())
+        finally:  # argparse's --help and errors exit from inside main; flush here, not at exit, outside the try
+            sys.stdout.flush()
+    except BrokenPipeError:  # the reader left early, as in `status | head -3`: no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
