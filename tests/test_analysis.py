@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from pathlib import Path
@@ -14,6 +15,7 @@ from rlhelpers.core.evaluation import history_divergence
 from rlhelpers.core.networks import build_model
 from rlhelpers.core.optim import RMSpropTFLike
 from rlhelpers.report.analysis import (
+    METHOD_VERSION,
     Batch,
     a2c_estimator_variance,
     actor_gradient,
@@ -279,6 +281,15 @@ def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_ste
     collect = analysis.collect_batch
     monkeypatch.setattr(analysis, "collect_batch", lambda *args: measured.append(1) or collect(*args))
     assert analyze_runs(tmp_path, n_stages=2, **settings, previous=first) == first and measured == []
+    # Neither the method's description nor the libraries are part of the key: a docstring edit, or another
+    # torch on a user's machine, must not drop results that can never be measured again.
+    monkeypatch.setattr(analysis, "__doc__", analysis.__doc__ + " (a typo fixed)")
+    other_libraries = json.loads(json.dumps(first))
+    for entry in other_libraries["snapshots"].values():
+        entry["libraries"]["torch"] = "1.0"
+    kept = analyze_runs(tmp_path, n_stages=2, **settings, previous=other_libraries)
+    assert kept["snapshots"]["a2c_seed-0@400"] == other_libraries["snapshots"]["a2c_seed-0@400"]
+    assert measured == [] and "method" not in kept
     # task1 has 0, 200 and 400, but a2c was measured at 0 and 400 only: those are the steps both have
     three = analyze_runs(tmp_path, n_stages=3, **settings, previous=first)
     assert three == {**first, "n_stages": 3} and measured == []
@@ -382,3 +393,14 @@ def test_optimizer_regime_counts_parameters_below_epsilon() -> None:
     assert head["below_eps_share"] == pytest.approx(26 / 27) and head["median_rms"] == pytest.approx(1e-3)
     assert regime["groups"]["encoder"]["below_eps_share"] == 0.0 and regime["groups"]["encoder"]["median_rms"] == 2.0
     assert regime["eps"] == 1e-5
+
+
+def test_the_committed_analysis_is_kept_by_the_current_method() -> None:
+    """figures/analysis.json holds measurements of snapshots that exist nowhere any more: its version and
+    settings must be those analyze uses, or its next run would drop them."""
+    committed = json.loads((Path(__file__).parents[1] / "figures" / "analysis.json").read_text())
+    assert committed["method_version"] == METHOD_VERSION
+    defaults = {name: p.default for name, p in inspect.signature(analyze_runs).parameters.items()}
+    assert (committed["n_rollouts"], committed["env_seed"], committed["burn_in_steps"], committed["gap_steps"]) == (
+        defaults["n_rollouts"], defaults["seed"], defaults["burn_in_steps"], defaults["gap_steps"])
+    assert len(committed["snapshots"]) == 24 and all("libraries" in e for e in committed["snapshots"].values())

@@ -346,7 +346,7 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     Snapshots: ``n_stages`` per run, at the steps ``stage_steps`` chooses. States: ``collect_batch``'s
     ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``, after ``burn_in_steps``
     and separated by ``gap_steps`` unrecorded steps per env. A snapshot's entry in ``previous`` (earlier
-    results) is kept instead of measured again when the method, the settings and the snapshot file's
+    results) is kept instead of measured again when ``METHOD_VERSION``, the settings and the snapshot file's
     SHA-256 are the same. The entries of snapshots that are gone (a fresh clone, another machine) are
     kept as ``_entries_of_gone_snapshots`` says, and their steps take part in choosing the shared steps;
     a run without snapshots also keeps its optimizer regime from ``previous``, while the regime of a run
@@ -358,9 +358,11 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     if not local:
         raise RLHelpersError(f"no model snapshots under {runs_dir}/*/snapshots/: they are written while training "
                              "and are not committed")
-    settings = {"method": __doc__, "method_version": METHOD_VERSION, "n_rollouts": n_rollouts, "env_seed": seed,
-                "burn_in_steps": burn_in_steps, "gap_steps": gap_steps,
-                "libraries": {name: importlib.metadata.version(name) for name in ("torch", "gymnasium", "ale-py")}}
+    # What decides whether an earlier entry still holds: the method's version and the sampling settings. The
+    # libraries that measured an entry are kept with it; they do not invalidate entries of snapshots that are gone.
+    settings = {"method_version": METHOD_VERSION, "n_rollouts": n_rollouts, "env_seed": seed,
+                "burn_in_steps": burn_in_steps, "gap_steps": gap_steps}
+    libraries = {name: importlib.metadata.version(name) for name in ("torch", "gymnasium", "ale-py")}
     same_settings = isinstance(previous, dict) and all(previous.get(key) == value for key, value in settings.items())
     earlier, earlier_regimes = ((previous.get("snapshots"), previous.get("optimizer_regime")) if same_settings
                                 else (None, None))
@@ -382,7 +384,7 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
         model, config, step = load_model(path)
         batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
         entry: dict[str, Any] = {"run": run, "step": step, "precision": config.precision,
-                                 "snapshot_sha256": digest}
+                                 "snapshot_sha256": digest, "libraries": libraries}
         if ALGORITHMS[config.algo].critic == "V":
             entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch, config.batch_size)
         else:
