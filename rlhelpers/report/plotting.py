@@ -202,3 +202,68 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None) -> Fig
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, dpi=110)
     return fig
+
+
+MECHANISM_PNG = "mechanism.png"
+SEED_MARKERS = ("o", "s", "^", "D")
+
+
+def _snapshot_series(analysis: dict[str, Any], value: Any) -> dict[str, tuple[list[int], list[float]]]:
+    """Per run, the steps of its trained snapshots (step 0 left out) and ``value(entry)`` at each, where defined."""
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    for entry in sorted(analysis.get("snapshots", {}).values(), key=lambda e: (e["run"], e["step"])):
+        measured = value(entry) if entry["step"] > 0 else None
+        if measured is not None:
+            steps, values = series.setdefault(entry["run"], ([], []))
+            steps.append(entry["step"])
+            values.append(measured)
+    return series
+
+
+def _draw_series(ax: Axes, series: dict[str, tuple[list[int], list[float]]], style: str = "-",
+                 suffix: str = "") -> None:
+    """One line per run: the colour of its algorithm, a marker per seed."""
+    colors = {algo: f"C{i}" for i, algo in enumerate(ALGOS)}
+    for run, (steps, values) in series.items():
+        algo, seed = run.rsplit("_seed-", 1)
+        marker = SEED_MARKERS[REPORT_SEEDS.index(int(seed)) % 4] if int(seed) in REPORT_SEEDS else "x"
+        ax.plot(steps, values, style, marker=marker, color=colors.get(algo, "k"), label=run + suffix)
+
+
+def plot_mechanism(analysis: dict[str, Any], out: str | Path | None = None) -> Figure:
+    """The gradient measurements of ``analysis`` (``rlhelpers.report.analysis``) over training, per run:
+    (a) how much noisier a batch's sampled-action gradient is than the all-action one, (b) the batch's
+    signal-to-noise ratio of each estimator, (c) the actor term's gradient on the policy head, and (d)
+    the size of the advantage each actor follows beside the critic's error."""
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
+    (variance, snr), (head, advantage) = axes
+    _draw_series(variance, _snapshot_series(analysis, lambda e: e.get("estimator_variance", {}).get(
+        "sampled_over_all_action_batch")))
+    variance.set_title("(a) sampled-action over all-action gradient variance,\nbatch of 80 states", fontsize=10)
+    _draw_series(snr, _snapshot_series(analysis, lambda e: e.get("estimator_variance", {}).get(
+        "batch_signal_to_noise", {}).get("all_action")), suffix=" all-action")
+    _draw_series(snr, _snapshot_series(analysis, lambda e: (e.get("estimator_variance") or e.get(
+        "a2c_estimator_variance", {})).get("batch_signal_to_noise", {}).get("sampled")), ":", " sampled")
+    snr.set_title("(b) signal-to-noise of a batch's gradient (solid: all-action,\ndotted: sampled; A2C: its own)",
+                  fontsize=10)
+    snr.set_yscale("symlog", linthresh=0.01)
+    _draw_series(head, _snapshot_series(analysis, lambda e: e["loss_term_gradients"]["actor"]["policy_head"]))
+    head.set_title("(c) gradient norm of the weighted actor term\non the policy head", fontsize=10)
+    _draw_series(advantage, _snapshot_series(analysis, lambda e: e["advantage_scale"]["advantage_rms"]))
+    _draw_series(advantage, _snapshot_series(analysis, lambda e: e["advantage_scale"]["critic_rms_error"]
+                                             if "estimator_variance" in e else None), ":", " critic error")
+    advantage.set_title("(d) advantage the actor follows (solid; RMS) and\nthe Q critic's error (dotted)",
+                        fontsize=10)
+    for ax in axes.flat:
+        if ax is not snr:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3, which="both")
+    for ax in axes[1]:
+        _label_steps(ax)
+    handles = {line.get_label().split(" ")[0]: line for line in head.lines}
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=6, fontsize=8)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=110)
+    return fig

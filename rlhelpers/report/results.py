@@ -17,6 +17,7 @@ import numpy as np
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import history_divergence, history_finished
+from rlhelpers.report.claims import compare_speed
 from rlhelpers.report.plotting import (
     AGENT_GIF,
     ANALYSIS_JSON,
@@ -413,3 +414,17 @@ def rescore_markdown(runs_dir: str | Path, rows: list[RunSummary]) -> str:
     return _table("The committed float16 policies re-scored on fresh seeds, beside each run's last evaluation "
                   "(within: the two means differ by at most 1.96 standard errors of their difference)",
                   ["run", "policy step", "re-score", "episodes", "last evaluation", "within"], table)
+
+
+def speed_markdown(runs_dir: str | Path, labels: tuple[str, ...]) -> str:
+    """The report's speed rule applied to ``labels`` (see ``claims.compare_speed``): each seed's mean
+    evaluation return up to the last step every compared curve reaches, and which labels lie below which."""
+    found = compare_speed(load_histories(runs_dir), labels)
+    if not found:
+        return f"_No speed comparison yet: each of {', '.join(labels)} needs at least one run with evaluations._"
+    seeds = [[name.removeprefix("seed/"), f"{value:.1f}"] for name, value in found.items() if name.startswith("seed/")]
+    below = [f"{key.split('/')[1]} below {key.split('/')[2]}" for key, value in found.items()
+             if key.startswith("below/") and value]
+    return (_table(f"Mean evaluation return of each seed up to {found['until']:,} steps, the last step every "
+                   "compared curve reaches", ["run", "mean return"], seeds)
+            + "\n\nBoth seeds below both of the other's: " + ("; ".join(below) or "none") + ".")

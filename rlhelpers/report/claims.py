@@ -1,0 +1,213 @@
+"""Every figure that the report's written analysis cites, recomputed from the runs present.
+
+The analysis is prose in the notebook. Next to it, a list of ``Claim``s repeats each figure as the
+prose writes it and names the measurement behind it; ``check`` measures them all again from the runs'
+evaluation histories and the gradient analysis (``figures/analysis.json``) and says, claim by claim,
+whether the text still holds. ``measure`` returns the measurements by name:
+
+- ``pass/<run>``, ``leave/<run>``: the first evaluation step above the target, and the step from which
+  every later evaluation stays above -20 (the plateau of a random policy);
+  ``last/<run>``, ``best/<run>``: the mean return of the last and of the best evaluation;
+- ``until``: the last step that every compared curve reaches; ``curve/<label>`` the mean return of a
+  label's seed-averaged curve up to it and ``seed/<run>`` each seed's; ``below/<label>/<other>``: whether
+  both of the label's seeds lie below both of the other's (the report's rule for "learned more slowly");
+- ``task_gap``, ``seed_gap``, ``gap_sem``: after task1 and task2 of one seed part, their mean gap, the gap
+  between two seeds of one algorithm at the same steps, and the standard error of one gap;
+- gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
+  ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
+  gradients), ``variance_ratio``, ``snr_all_action``, ``snr_sampled``, ``head_actor_ratio`` (A2C's
+  actor-term gradient on the policy head over task1's, same seed and step), ``advantage/<algo>``,
+  ``error_over_spread`` (task1's critic error over its action spread), ``encoder_critic_over_actor/<algo>``,
+  ``eps_share/<algo>`` (share of policy-head parameters whose RMSprop mean square is below epsilon) and
+  ``lr_ratio`` (task1's learning rate over A2C's), ``states`` (states measured per snapshot);
+- ``budget``: the report runs' training budget, when they share one.
+
+A measurement with nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlhelpers.core.evaluation import history_divergence, mean_return
+from rlhelpers.report.plotting import algo_curve, held_returns, load_histories
+from rlhelpers.runner.config import REPORT_SEEDS, format_run_name, parse_run_name
+
+PLATEAU = -20.0
+SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
+STEP = "M"  # environment steps in millions: 7.2M
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One figure of the prose: what it says, the figure as the text writes it, the measurement behind it
+    (a ``measure`` key) and how the text rounds it (a format spec, ``SIGNIFICANT``, ``STEP``)."""
+
+    says: str
+    figure: str
+    key: str
+    fmt: str = ".1f"
+
+
+def _format(value: Any, fmt: str) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, tuple):
+        low, high = (_format(v, fmt) for v in value)
+        return low if low == high else f"{low} to {high}" if value[0] < 0 else f"{low}–{high}"
+    if fmt == STEP:
+        return f"{value / 1e6:.1f}M"
+    if fmt == SIGNIFICANT:
+        decimals = 0 if value == 0 or not math.isfinite(value) else max(0, 1 - math.floor(math.log10(abs(value))))
+        return f"{value:.{decimals}f}"
+    return format(value, fmt)
+
+
+def _span(values: Iterable[float]) -> tuple[float, float] | None:
+    values = list(values)
+    return (min(values), max(values)) if values else None
+
+
+def label(run_name: str) -> str:
+    """The curve a run belongs to: its algorithm, or ``<algo>-<variant>``."""
+    return parse_run_name(run_name)[0]
+
+
+def _first_step(history: list[dict[str, Any]], above: float, staying: bool = False) -> int | None:
+    """The first evaluation step whose mean exceeds ``above`` (with ``staying``, from which every later one does)."""
+    found = None
+    for point in history:
+        if mean_return(point) > above:
+            found = int(point["step"]) if found is None else found
+            if not staying:
+                return found
+        elif staying:
+            found = None
+    return found
+
+
+def compare_speed(histories: dict[str, dict[str, Any]], labels: Iterable[str]) -> dict[str, Any]:
+    """The report's speed comparison of ``labels``: ``until``, ``curve/<label>``, ``seed/<run>`` and
+    ``below/<label>/<other>`` as the module docstring says."""
+    runs = {lab: [h for name, h in sorted(histories.items()) if label(name) == lab and h["history"]]
+            for lab in labels}
+    curves = {lab: algo_curve(records) for lab, records in runs.items() if records}
+    if len(curves) < len(runs):
+        return {}
+    until = int(min(curve.steps[-1] for curve in curves.values()))
+    found: dict[str, Any] = {"until": until}
+    seed_means = {}
+    for lab, curve in curves.items():
+        steps = curve.steps[curve.steps <= until]
+        found[f"curve/{lab}"] = float(np.mean(curve.means[curve.steps <= until]))
+        seed_means[lab] = [float(np.mean([np.mean(r) for r in held_returns(record, steps).values()]))
+                           for record in runs[lab]]
+        found.update({f"seed/{r['run_name']}": m for r, m in zip(runs[lab], seed_means[lab], strict=True)})
+    for a in curves:
+        for b in curves:
+            if a != b:
+                found[f"below/{a}/{b}"] = max(seed_means[a]) < min(seed_means[b])
+    return found
+
+
+def _pair_gaps(histories: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """After task1 and task2 of one seed part: their mean gap, and for scale the gap between the two seeds
+    of one algorithm at the same steps, with the standard error of one gap."""
+    def pairs(names: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        return [history_divergence(histories[a], histories[b]) for a, b in names if a in histories and b in histories]
+
+    task = pairs([(format_run_name("task1", s), format_run_name("task2", s)) for s in REPORT_SEEDS])
+    seed = pairs([tuple(format_run_name(algo, s) for s in REPORT_SEEDS) for algo in ("a2c", "task1", "task2")])
+    steps = {step for d in task for step in d["mean_gap"]}
+
+    def mean(divergences: list[dict[str, Any]], key: str) -> float | None:
+        values = [v for d in divergences for step, v in d[key].items() if step in steps]
+        return float(np.mean(values)) if values else None
+
+    return {"task_gap": mean(task, "mean_gap"), "seed_gap": mean(seed, "mean_gap"), "gap_sem": mean(task, "gap_sem")}
+
+
+def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
+    snapshots = list((analysis or {}).get("snapshots", {}).values())
+    trained = [s for s in snapshots if s["step"] > 0]
+    agreement = [s["task_gradient_agreement"] for s in snapshots if "task_gradient_agreement" in s]
+    variance = [s["estimator_variance"] for s in trained if "estimator_variance" in s]
+    head_actor = {(label(s["run"]), parse_run_name(s["run"])[1], s["step"]):
+                  s["loss_term_gradients"]["actor"]["policy_head"] for s in trained}
+    found: dict[str, Any] = {
+        "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
+        "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
+        "variance_ratio": _span(v["sampled_over_all_action_batch"] for v in variance),
+        "snr_all_action": _span(v["batch_signal_to_noise"]["all_action"] for v in variance),
+        "snr_sampled": _span(v["batch_signal_to_noise"]["sampled"] for v in variance),
+        "head_actor_ratio": _span(value / head_actor[("task1", seed, step)]
+                                  for (lab, seed, step), value in head_actor.items()
+                                  if lab == "a2c" and head_actor.get(("task1", seed, step))),
+        "error_over_spread": _span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
+                                   for s in trained if label(s["run"]) == "task1"),
+    }
+    for algo in ("a2c", "task1"):
+        own = [s for s in trained if label(s["run"]) == algo]
+        found[f"advantage/{algo}"] = _span(s["advantage_scale"]["advantage_rms"] for s in own)
+        found[f"encoder_critic_over_actor/{algo}"] = _span(
+            s["loss_term_gradients"]["critic"]["encoder"] / s["loss_term_gradients"]["actor"]["encoder"] for s in own)
+        shares = [regime["groups"]["policy_head"]["below_eps_share"]
+                  for run, regime in (analysis or {}).get("optimizer_regime", {}).items() if label(run) == algo]
+        found[f"eps_share/{algo}"] = min(shares, default=None)
+    return found
+
+
+def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float = 18.0,
+            ablation: Iterable[str] = ()) -> dict[str, Any]:
+    """Every measurement the claims can name (see the module docstring), from the runs in ``runs_dir``
+    and the gradient ``analysis``; ``ablation`` adds a speed comparison of those labels (``ablation/...``)."""
+    histories = load_histories(runs_dir)
+    found: dict[str, Any] = {}
+    for name, record in histories.items():
+        history = record["history"]
+        if history:
+            found[f"pass/{name}"] = _first_step(history, target)
+            found[f"leave/{name}"] = _first_step(history, PLATEAU, staying=True)
+            found[f"last/{name}"] = mean_return(history[-1])
+            found[f"best/{name}"] = max(map(mean_return, history))
+    found.update(compare_speed(histories, ("a2c", "task1", "task2")))
+    ablation = tuple(ablation)
+    if ablation:
+        found.update({f"ablation/{key}": value for key, value in compare_speed(histories, ablation).items()})
+    found.update(_pair_gaps(histories))
+    found.update(_gradient_facts(analysis))
+    budgets = {record["config"]["total_timesteps"] for name, record in histories.items() if "-" not in label(name)}
+    found["budget"] = budgets.pop() if len(budgets) == 1 else None
+    states = [s["estimator_variance"]["n_states"] for s in (analysis or {}).get("snapshots", {}).values()
+              if "estimator_variance" in s]
+    found["states"] = max(states, default=None)
+    lr = {label(name): record["config"]["lr"] for name, record in histories.items()}
+    found["lr_ratio"] = lr["task1"] / lr["a2c"] if {"a2c", "task1"} <= set(lr) else None
+    return found
+
+
+def check(claims: Iterable[Claim], measured: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """Per claim: what it says, its figure in the text, the figure measured now (rounded as the text
+    rounds it) and whether the two agree."""
+    rows = []
+    for claim in claims:
+        now = _format(measured.get(claim.key), claim.fmt)
+        rows.append((claim.says, claim.figure, now, now == claim.figure))
+    return rows
+
+
+def claims_markdown(rows: list[tuple[str, str, str, bool]]) -> str:
+    """The claims check as a Markdown table, with a count of the claims that hold."""
+    held = sum(holds for *_, holds in rows)
+    lines = [f"**{held} of {len(rows)} figures in the text hold on the runs present.**", "",
+             "| claim | in the text | measured | holds |", "|---|---|---|---|"]
+    lines += [f"| {says} | {figure} | {now} | {'yes' if holds else '**no**'} |" for says, figure, now, holds in rows]
+    return "\n".join(lines)

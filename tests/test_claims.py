@@ -1,0 +1,83 @@
+"""The written analysis of report.ipynb and its claims check: every figure the prose cites is measured
+again from the runs, holds on the committed runs, and shows up as not holding when the runs differ."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from rlhelpers.report import claims
+from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "report.ipynb"
+COMMITTED_ANALYSIS = json.loads((ROOT / "figures" / "analysis.json").read_text())
+
+
+def notebook_claims() -> tuple[list[Claim], str]:
+    """The notebook's CLAIMS, and the text of its markdown cells before the Appendix (abstract, analysis, limits)."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cell = next(c for c in nb.cells if "claims" in c.metadata.get("tags", []))
+    namespace = {"Claim": Claim, "STEP": STEP, "SIGNIFICANT": SIGNIFICANT}
+    exec(cell.source.split("\ndisplay(")[0], namespace)  # the list only; the display line is the notebook's
+    appendix = next(i for i, c in enumerate(nb.cells) if c.source.startswith("# Appendix"))
+    prose = "\n".join(c.source for c in nb.cells[:appendix] if c.cell_type == "markdown")
+    return namespace["CLAIMS"], " ".join(prose.split())
+
+
+def test_every_figure_of_the_text_holds_on_the_committed_runs() -> None:
+    claims_list, prose = notebook_claims()
+    assert len(claims_list) >= 30
+    rows = check(claims_list, claims.measure(ROOT / "runs", COMMITTED_ANALYSIS))
+    assert [(says, figure, now) for says, figure, now, holds in rows if not holds] == []
+    for claim in claims_list:  # each checked figure is one the text really cites (a verdict is written in words)
+        assert claim.figure in ("yes", "no") or claim.figure in prose, f"{claim.figure!r} ({claim.says}) is not in the text"
+    assert f"**{len(rows)} of {len(rows)} figures in the text hold" in claims_markdown(rows)
+
+
+def test_on_other_runs_the_check_shows_which_figures_no_longer_hold(tmp_path: Path) -> None:
+    claims_list, _ = notebook_claims()
+    runs = tmp_path / "runs"
+    for run in ("a2c_seed-0", "a2c_seed-100", "task1_seed-0", "task1_seed-100", "task2_seed-0"):
+        shutil.copytree(ROOT / "runs" / run, runs / run, ignore=shutil.ignore_patterns("*.pt", "*.jsonl"))
+    record = json.loads((runs / "a2c_seed-0" / "eval_history.json").read_text())
+    record["history"] = record["history"][:-1]  # as if it had not passed 18 yet
+    (runs / "a2c_seed-0" / "eval_history.json").write_text(json.dumps(record))
+    rows = {says: (now, holds) for says, _, now, holds in check(claims_list, claims.measure(runs, None))}
+    assert rows["A2C passes 18, seed 0"] == ("n/a", False)
+    assert rows["task2 passes 18, seed 100"] == ("n/a", False)  # that run is missing
+    assert rows["sampled over all-action batch variance"] == ("n/a", False)  # no gradient analysis
+    assert rows["A2C passes 18, seed 100"] == ("6.6M", True)
+    assert "| A2C passes 18, seed 0 | 7.2M | n/a | **no** |" in claims_markdown(check(claims_list, claims.measure(
+        runs, None)))
+
+
+@pytest.mark.parametrize(("value", "fmt", "text"), [
+    (7_200_000, STEP, "7.2M"), (10_000_000, STEP, "10.0M"), (-9.197, ".1f", "-9.2"), (0.9981, ".1%", "99.8%"),
+    ((3.38, 37.9), SIGNIFICANT, "3.4–38"), ((0.00544, 6.62), SIGNIFICANT, "0.0054–6.6"),
+    ((-0.046, 0.22), SIGNIFICANT, "-0.046 to 0.22"), ((165.4, 165.2), SIGNIFICANT, "165"), (True, "", "yes"),
+    (None, ".1f", "n/a"), (6.256e-06, ".1e", "6.3e-06"),
+])
+def test_figures_are_rounded_as_the_text_writes_them(value: object, fmt: str, text: str) -> None:
+    assert check([Claim("x", text, "k", fmt)], {"k": value}) == [("x", text, text, True)]
+
+
+def test_the_speed_rule_needs_both_seeds_below_both(tmp_path: Path) -> None:
+    def history(means: list[float]) -> dict:
+        return {"config": {"total_timesteps": 1_000, "stop_return": 18.0},
+                "history": [{"step": 100 * i, "returns": [m - 1, m + 1]} for i, m in enumerate(means)]}
+
+    histories = {"a2c_seed-0": history([-20, -10, 0]), "a2c_seed-100": history([-20, -12, -2]),
+                 "task1_seed-0": history([-20, -15, -5]), "task1_seed-100": history([-20, -11, -1]),
+                 "task1-pg1_seed-0": history([-20, -19, -18])}
+    for name, record in histories.items():
+        record["run_name"] = name
+    found = claims.compare_speed(histories, ("a2c", "task1", "task1-pg1"))
+    assert found["until"] == 200 and found["seed/task1-pg1_seed-0"] == pytest.approx(-19.0)
+    assert found["below/task1-pg1/a2c"] and found["below/task1-pg1/task1"]
+    assert not found["below/task1/a2c"]  # task1 seed 100 (-10.7) lies above A2C seed 100 (-11.3)
+    assert claims.compare_speed(histories, ("a2c", "task2")) == {}
