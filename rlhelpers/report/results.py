@@ -28,7 +28,6 @@ from rlhelpers.report.plotting import (
 from rlhelpers.runner.config import ALGOS, SEED_PAIRS, TASK_PAIRS, TrainConfig, expected_runs, validate
 
 REPORT_ONLY = "none"
-REPORT_ENV_ID = "PongNoFrameskip-v4"
 # The names of report.ipynb's parameters cell.
 NOTEBOOK_PARAMETERS = ("algo", "seed", "env_id", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes",
                        "stop_return", "runs_dir", "wandb_project", "wandb_entity", "wandb_mode", "recompute_analysis",
@@ -256,28 +255,6 @@ def divergence_markdown(runs_dir: str | Path) -> str:
                   "identical, then the gap between their mean returns at the common later steps",
                   ["pair", "identical up to step", "identical / common evaluations", "mean gap after",
                    "largest gap after", "mean s.e. of the gap"], table)
-
-
-def incomplete_report_runs(rows: list[RunSummary]) -> list[str]:
-    """The report's runs (three algorithms x two seeds) not yet present on the report's game and finished."""
-    present = {r.run_name: r for r in rows}
-    return [name for name in expected_runs()
-            if not (name in present and present[name].env_id == REPORT_ENV_ID and present[name].finished)]
-
-
-def analysis_status(rows: list[RunSummary]) -> str:
-    """Markdown saying plainly which results are present and whether the analysis can be written."""
-    missing = incomplete_report_runs(rows)
-    lines = ["**Results present:** " + (", ".join(
-        f"{r.run_name} ({r.env_id}, {r.last_step:,} steps{'' if r.finished else ', unfinished'})" for r in rows)
-        or "none") + "."]
-    if not missing:
-        lines.append(f"All {len(expected_runs())} {REPORT_ENV_ID} runs are complete: the analysis below can be "
-                     "written from the table and the plot.")
-    else:
-        lines.append(f"**Analysis pending:** it needs all six {REPORT_ENV_ID} runs trained to their budget; "
-                     f"not yet complete: {', '.join(missing)}. No conclusion is drawn from the results above.")
-    return "\n\n".join(lines)
 
 
 # ---------------------------------------------------------------- measured facts and the agent on screen
