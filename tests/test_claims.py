@@ -35,7 +35,7 @@ def test_every_figure_of_the_text_holds_on_the_committed_runs() -> None:
     rows = check(claims_list, claims.measure(ROOT / "runs", COMMITTED_ANALYSIS))
     assert [(says, figure, now) for says, figure, now, holds in rows if not holds] == []
     for claim in claims_list:  # each checked figure is one the text really cites (a verdict is written in words)
-        assert claim.figure in ("yes", "no") or claim.figure in prose, f"{claim.figure!r} ({claim.says}) not in the text"
+        assert claim.figure in ("yes", "no") or claim.figure in prose, f"{claim.figure!r} ({claim.says}) not in text"
     assert f"**{len(rows)} of {len(rows)} figures in the text hold" in claims_markdown(rows)
 
 
