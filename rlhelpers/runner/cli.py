@@ -244,12 +244,13 @@ def _publish(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from rlhelpers.report.plotting import COMPARISON_PNG, figures_dir, plot_comparison
+    from rlhelpers.report.records import run_dirs
     from rlhelpers.runner.checkpoint import HISTORY_FILE
 
     out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
     if out.suffix.lower() not in PLOT_FORMATS:
         raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
-    if not any(Path(_runs_dir(args.runs_dir)).glob(f"*/{HISTORY_FILE}")):
+    if not run_dirs(_runs_dir(args.runs_dir)):
         raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot")
     _, missing = plot_comparison(args.runs_dir, out)
     print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))

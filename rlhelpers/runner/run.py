@@ -21,8 +21,9 @@ import numpy as np
 from tqdm import tqdm
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import evaluation_metrics, history_finished, mean_return
+from rlhelpers.core.evaluation import evaluation_metrics, mean_return
 from rlhelpers.core.trainer import Trainer
+from rlhelpers.report.records import RunRecord
 from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import TrainConfig, config_differences, resolve_config
 from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
@@ -173,7 +174,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
             run_dir.prune(int(state["num_timesteps"]), config.keep_checkpoints)
         elif saved_record is not None and saved_record.get("history"):
             history = saved_record["history"]
-            if history_finished(saved_record):
+            if RunRecord.from_dict(saved_record, run_dir.path).finished():
                 # Committed results come without checkpoints: a finished run is reported, not retrained.
                 print(f"{config.run_name} is finished (evaluated up to step {history[-1]['step']:,}, "
                       f"last evaluation {mean_return(history[-1]):.2f}); its checkpoints are not here, "
