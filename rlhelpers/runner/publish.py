@@ -28,8 +28,9 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics
 from rlhelpers.report.records import Evaluation, RunRecord, read_run, run_dirs
 from rlhelpers.runner.checkpoint import HISTORY_FILE
+from rlhelpers.runner.config import has_wandb_key
 from rlhelpers.runner.runlock import RunLock
-from rlhelpers.runner.tracking import has_wandb_key, init_run
+from rlhelpers.runner.tracking import init_run
 
 PUBLISH_MODES = ("online", "offline")
 

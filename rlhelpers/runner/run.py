@@ -30,7 +30,7 @@ from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
 from rlhelpers.runner.provenance import session_provenance
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
-from rlhelpers.runner.tracking import Tracker, new_run_id, resolve_wandb_mode
+from rlhelpers.runner.tracking import Tracker, new_run_id
 
 LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
 
@@ -149,10 +149,10 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
             raise
         # Rebuilt below from the newest checkpoint, whose config stands in for the history's meanwhile.
         saved_record, unreadable_history = {"config": _newest_checkpoint_config(run_dir)}, exc
+    # Bad values, and W&B 'online' without a key, fail here: before anything is written.
     config, device = resolve_config(_keep_saved_precision(config, saved_record))
     if saved_record is not None:
         _check_resumable(saved_record.get("config", {}), config, run_dir.path)
-    resolve_wandb_mode(config.wandb_mode)  # 'online' without a key fails here, before anything is written
     run_dir.create()
     lock = RunLock(run_dir.path)
     lock.acquire()
