@@ -18,10 +18,10 @@ from rlhelpers.report.plotting import (
 from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
 
 
-def record(algo: str, seed: int, history: list[dict]) -> dict:
-    return {"run_name": f"{algo}_seed-{seed}",
-            "config": {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "stop_return": 18.0},
-            "history": history}
+def record(algo: str, seed: int, history: list[dict], variant: str = "") -> dict:
+    name = f"{algo}-{variant}_seed-{seed}" if variant else f"{algo}_seed-{seed}"
+    config = {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "stop_return": 18.0}
+    return {"run_name": name, "config": {**config, "variant": variant} if variant else config, "history": history}
 
 
 def points(means: list[float], every: int = 100) -> list[dict]:
@@ -165,3 +165,28 @@ def test_runs_of_several_environments_are_not_pooled(tmp_path) -> None:
         (tmp_path / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
     with pytest.raises(RLHelpersError, match=r"several environments \(CartPole-v1, PongNoFrameskip-v4\)"):
         plot_comparison(tmp_path)
+
+
+def test_a_variant_run_has_a_curve_of_its_own_drawn_only_when_asked_for(tmp_path) -> None:
+    """task1-pg1_seed-0 is task1 with another pg_coef: never pooled into task1's curve, and left out of the
+    report's comparison unless its label is asked for, as in the pg_coef ablation."""
+    for rec in (record("a2c", 0, points([-20.0, -10.0])), record("task1", 0, points([-20.0, -18.0])),
+                record("task1", 0, points([-20.0, -5.0]), variant="pg1")):
+        (tmp_path / rec["run_name"]).mkdir()
+        (tmp_path / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
+        MetricsLog(tmp_path / rec["run_name"] / METRICS_FILE).append({"losses/entropy": 1.0}, 100)
+
+    def curves(fig) -> dict[str, list[float]]:
+        return {line.get_label(): line.get_ydata().tolist() for line in fig.axes[0].lines}
+
+    fig, missing = plot_comparison(tmp_path)
+    assert curves(fig) == {"a2c (seed 0)": [-20.0, -10.0], "_a2c_seed-0": [-20.0, -10.0],
+                           "task1 (seed 0)": [-20.0, -18.0], "_task1_seed-0": [-20.0, -18.0]}
+    assert "task1-pg1_seed-100" not in missing
+    fig, missing = plot_comparison(tmp_path, labels=("a2c", "task1", "task1-pg1"))
+    assert curves(fig)["task1 (seed 0)"] == [-20.0, -18.0] and curves(fig)["task1-pg1 (seed 0)"] == [-20.0, -5.0]
+    assert missing == ["a2c_seed-100", "task1_seed-100", "task1-pg1_seed-100"]
+    assert [line.get_label() for line in plot_diagnostics(tmp_path).axes[0].lines] == ["a2c_seed-0", "task1_seed-0"]
+    ablation = plot_diagnostics(tmp_path, labels=("task1", "task1-pg1")).axes[0].lines
+    assert [line.get_label() for line in ablation] == ["task1-pg1_seed-0", "task1_seed-0"]
+    assert ablation[0].get_color() != ablation[1].get_color()

@@ -16,6 +16,7 @@ import torch
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.networks import NatureEncoder, build_model, cpu_has_native_bf16, resolve_precision
+from rlhelpers.report.records import read_run
 from rlhelpers.runner.checkpoint import SNAPSHOT_DIR, RunDirectory
 from rlhelpers.runner.config import TrainConfig, resolve_config
 from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog, read_metrics
@@ -100,8 +101,9 @@ def test_saved_records_name_no_path_of_this_machine(tmp_path: Path) -> None:
 def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 2_000), show_progress=False)
     train(cartpole(tmp_path, 3_000), show_progress=False)
-    record = RunDirectory(tmp_path / "task1_seed-0").read_history()
-    first, second = record["provenance"]
+    record = read_run(tmp_path / "task1_seed-0")
+    assert (record.name, record.label, record.seed, record.variant) == ("task1_seed-0", "task1", 0, "")
+    first, second = record.provenance
     assert (first["start_step"], second["start_step"]) == (0, 2_000)
     for key in ("rlhelpers", "torch", "gymnasium", "ale_py", "numpy", "python", "device_name", "cpu_count"):
         assert first[key], key
@@ -109,10 +111,11 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     assert first["torch"] == str(torch.__version__)
     commit, _ = git_commit(REPO)
     assert first["git_commit"] == commit  # None only where the package is not in a git checkout
-    history = record["history"]
-    assert [p["step"] for p in history] == [0, 1_000, 2_000, 3_000]
-    times = [p["time"] for p in history]
-    seconds = [p["train_seconds"] for p in history]
+    history = record.evaluations
+    assert [p.step for p in history] == [0, 1_000, 2_000, 3_000] and record.last == history[-1]
+    assert record.finished() and len(record.last.returns) == len(record.last.lengths) == 2
+    times = [p.time for p in history]
+    seconds = [p.train_seconds for p in history]
     assert times == sorted(times) and abs(times[0] - first["start_time"]) < 60
     assert seconds == sorted(seconds) and seconds[0] >= 0 and seconds[-1] < time.time() - first["start_time"] + 1
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.config import TrainConfig, has_wandb_key, resolve_config, resolve_wandb_mode, wandb_host
 from rlhelpers.runner.metrics_log import MetricsLog
-from rlhelpers.runner.tracking import Tracker, has_wandb_key, resolve_wandb_mode, wandb_host
+from rlhelpers.runner.tracking import Tracker
 
 
 @pytest.fixture
@@ -60,7 +60,8 @@ def test_the_host_of_wandb_login_host_is_read_from_wandb_settings(no_key: Path) 
 
 def test_training_without_a_key_says_so_and_logs_offline(no_key: Path, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture) -> None:
-    config = TrainConfig(env_id="CartPole-v1", runs_dir=str(tmp_path / "my runs"), wandb_mode=None)
+    config, _ = resolve_config(TrainConfig(env_id="CartPole-v1", runs_dir=str(tmp_path / "my runs"), wandb_mode=None))
+    assert config.wandb_mode == "offline"  # settled once, with the rest of the config
     tracker = Tracker(config, "abcd1234", MetricsLog(tmp_path / "metrics.jsonl"))
     try:
         assert tracker.url is None

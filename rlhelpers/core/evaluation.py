@@ -76,6 +76,10 @@ def evaluation_metrics(evaluation: dict[str, Any]) -> dict[str, float]:
             "eval/mean_length": float(np.mean(evaluation["lengths"]))}
 
 
+# Helpers on raw eval_history.json dicts, kept only because report/results.py and report/findings.py import
+# them from here: rlhelpers.report.records.RunRecord's stopped_early() and finished() replace the first two.
+# Once those modules read RunRecords, delete these three (history_divergence moving to records.py).
+
 def stopped_early(record: dict[str, Any], stop_return: float | None = None) -> bool:
     """Whether an eval_history.json record's last evaluation exceeded ``stop_return`` (default: the
     record's own): the run stopped there and its policy is frozen."""

@@ -94,8 +94,10 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
     """
     from rlhelpers.core.trainer import Trainer  # the trainer's own rollout code, so the states are the training ones
 
+    # The replay logs nothing (a snapshot's saved mode may be online, which would want a W&B key).
     replay_config, device = resolve_config(
-        TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0}))
+        TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0,
+                               "wandb_mode": "disabled"}))
     burn_in_rollouts, gap_rollouts = (math.ceil(steps / config.n_steps) for steps in (burn_in_steps, gap_steps))
     trainer = Trainer(replay_config, device, model=copy.deepcopy(model))
     try:

@@ -25,6 +25,7 @@ from rlhelpers.core.envs import make_vec_env
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluate_policy, mean_and_sem
 from rlhelpers.core.networks import ActorCritic, sample_actions
+from rlhelpers.report.records import RunRecord, read_run
 from rlhelpers.runner.checkpoint import RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig
 
@@ -99,8 +100,8 @@ def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0,
     finally:
         bar.close()
         env.close()
-    history = (run.read_history() or {}).get("history") or []
-    last_mean, last_sem = mean_and_sem(history[-1]["returns"]) if history else (None, None)
+    last = (read_run(run.path) or RunRecord(run.path.name)).last
+    last_mean, last_sem = (last.mean, last.sem) if last is not None else (None, None)
     return Rescore(returns, *mean_and_sem(returns), last_mean, last_sem, step, seed)
 
 

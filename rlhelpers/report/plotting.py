@@ -4,7 +4,7 @@ the training diagnostics, and where a runs directory's figures go."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,14 +16,14 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import mean_and_sem, mean_return, stopped_early
-from rlhelpers.runner.checkpoint import HISTORY_FILE, RunDirectory
+from rlhelpers.core.evaluation import mean_and_sem
+from rlhelpers.report.records import RunRecord, read_runs, run_dirs
+from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs
-from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
 
 # task1 and task2 can coincide (their actor gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
-LINE_STYLES = ("-", "--", ":", "-.")  # one per algorithm, in the order of the algorithm table
+LINE_STYLES = ("-", "--", ":", "-.")  # one per curve, in the order of the labels drawn
 COMMITTED_RUNS = "runs"
 # The report's files in a runs directory's figures_dir.
 COMPARISON_PNG = "comparison.png"
@@ -42,13 +42,22 @@ def figures_dir(runs_dir: str | Path) -> Path:
 
 
 def load_histories(runs_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """eval_history.json records of every run directory under ``runs_dir``, keyed by run name."""
+    """eval_history.json contents of every run directory under ``runs_dir``, keyed by run name, as raw dicts.
+
+    Kept for report/results.py, findings.py, discussion.py and report.ipynb until they read ``RunRecord``s
+    (``records.read_runs``); nothing else should use it.
+    """
     records = {}
-    for path in sorted(Path(runs_dir).glob(f"*/{HISTORY_FILE}")):
-        record = RunDirectory(path.parent).read_history()  # an unreadable one is an RLHelpersError naming it
-        record.setdefault("run_name", path.parent.name)
+    for path in run_dirs(runs_dir):
+        record = RunDirectory(path).read_history()  # an unreadable one is an RLHelpersError naming it
+        record.setdefault("run_name", path.name)
         records[record["run_name"]] = record
     return records
+
+
+def _as_record(record: RunRecord | dict[str, Any]) -> RunRecord:
+    """``record`` as a ``RunRecord``: the curves below also take the raw dicts of ``load_histories``."""
+    return record if isinstance(record, RunRecord) else RunRecord.from_dict(record)
 
 
 def _pooled(by_step: dict[int, list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -70,7 +79,7 @@ class AlgoCurve:
     stopped: dict[str, int]  # run name -> step at which it stopped early (its evaluation is held after it)
 
 
-def algo_curve(records: list[dict[str, Any]]) -> AlgoCurve:
+def algo_curve(records: Sequence[RunRecord | dict[str, Any]]) -> AlgoCurve:
     """Mean and standard error (std with ddof=1 over the pooled episodes / sqrt(n)) over the pooled
     episodes of all seeds at each evaluation step; for one run, its own curve.
 
@@ -79,62 +88,64 @@ def algo_curve(records: list[dict[str, Any]]) -> AlgoCurve:
     evaluation intervals) is left out, so no point silently becomes the mean of fewer seeds. The curve
     ends at the last step that every seed still training has reached.
     """
-    stopped = {r["run_name"]: int(r["history"][-1]["step"]) for r in records if stopped_early(r)}
-    ends = [int(r["history"][-1]["step"]) for r in records if r["run_name"] not in stopped]
+    records = [_as_record(r) for r in records]
+    stopped = {r.name: r.last.step for r in records if r.stopped_early()}
+    ends = [r.last.step for r in records if r.name not in stopped]
     end = min(ends) if ends else max(stopped.values())
-    all_steps = sorted({int(p["step"]) for r in records for p in r["history"] if int(p["step"]) <= end})
+    all_steps = sorted({e.step for r in records for e in r.evaluations if e.step <= end})
     seed_returns = [held_returns(record, all_steps) for record in records]
     by_step = {step: [ret for returns in seed_returns for ret in returns[step]] for step in all_steps
                if all(step in returns for returns in seed_returns)}
     return AlgoCurve(*_pooled(by_step), stopped)
 
 
-def held_returns(record: dict[str, Any], steps: Iterable[int]) -> dict[int, list[float]]:
+def held_returns(record: RunRecord | dict[str, Any], steps: Iterable[int]) -> dict[int, tuple[float, ...]]:
     """One run's evaluation returns at each of ``steps`` that it evaluated, and, once it stopped early,
     its last evaluation held at the later ones (its policy no longer changes)."""
-    points = {int(p["step"]): p["returns"] for p in record["history"]}
-    last = record["history"][-1]
-    held = stopped_early(record)
-    return {int(step): points[step] if step in points else last["returns"] for step in map(int, steps)
-            if step in points or (held and step > int(last["step"]))}
+    record = _as_record(record)
+    points, last, held = record.returns_at, record.last, record.stopped_early()
+    return {step: points[step] if step in points else last.returns for step in map(int, steps)
+            if step in points or (held and step > last.step)}
 
 
-def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tuple[Figure, list[str]]:
-    """One axes, one curve per algorithm (mean over seeds and episodes, +/- 1 standard-error band) and a
-    thin line per seed; seeds that stopped early are held and marked. Returns the figure and the
-    report's runs that are missing. Saves it to ``out`` (.png, .pdf or .svg) when given. Runs of several environments in
-    one directory are refused: their returns cannot be averaged into one curve."""
-    histories = load_histories(runs_dir)
-    envs = sorted({r.get("config", {}).get("env_id", "unknown") for r in histories.values()})
+def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
+                    labels: Sequence[str] = ALGOS) -> tuple[Figure, list[str]]:
+    """One axes, one curve per label (an algorithm, or ``<algo>-<variant>``: mean over seeds and episodes,
+    +/- 1 standard-error band) and a thin line per seed; seeds that stopped early are held and marked.
+    ``labels`` are the curves drawn, in order: by default the algorithms of the table, the report's
+    comparison, which leaves variant runs out; ``("a2c", "task1", "task1-pg1")`` draws an ablation.
+    Returns the figure and the runs of those labels with the report's seeds that are missing. Saves it to
+    ``out`` (.png, .pdf or .svg) when given. Runs of several environments in one directory are refused:
+    their returns cannot be averaged into one curve."""
+    records = read_runs(runs_dir)
+    envs = sorted({r.config.get("env_id", "unknown") for r in records})
     if len(envs) > 1:
         raise RLHelpersError(f"{runs_dir} holds runs of several environments ({', '.join(envs)}); "
                              "plot each environment's runs from a runs directory of its own")
     fig, ax = plt.subplots(figsize=(8, 5.6))
     any_stopped = False
-    for style, algo in zip(itertools.cycle(LINE_STYLES), ALGOS):
-        runs = [r for r in histories.values() if r.get("config", {}).get("algo") == algo and r["history"]]
+    for style, label in zip(itertools.cycle(LINE_STYLES), labels):
+        runs = sorted((r for r in records if r.label == label and r.evaluations), key=lambda r: r.seed)
         if not runs:
             continue
         curve = algo_curve(runs)
-        seeds = sorted(r["config"]["seed"] for r in runs)
+        seeds = [r.seed for r in runs]
         seed_text = ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
         line, = ax.plot(curve.steps, curve.means, style, marker="o", markersize=3,
-                        label=f"{algo} ({seed_text})")
+                        label=f"{label} ({seed_text})")
         color = line.get_color()
         ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=color, alpha=0.25)
-        for run in sorted(runs, key=lambda r: r["config"]["seed"]):
-            steps = [p["step"] for p in run["history"]]
-            means = [mean_return(p) for p in run["history"]]
-            ax.plot(steps, means, style, color=color, linewidth=0.7, alpha=0.6,
-                    label=f"_{run['run_name']}")
-            if run["run_name"] in curve.stopped:
+        for run in runs:
+            steps = [e.step for e in run.evaluations]
+            means = [e.mean for e in run.evaluations]
+            ax.plot(steps, means, style, color=color, linewidth=0.7, alpha=0.6, label=f"_{run.name}")
+            if run.name in curve.stopped:
                 any_stopped = True
                 ax.plot(steps[-1], means[-1], "x", color=color, markersize=9, markeredgewidth=2,
-                        label=f"_{run['run_name']} stopped")
+                        label=f"_{run.name} stopped")
     _label_steps(ax)
     ax.set_ylabel("evaluation return (mean ± 1 s.e.)")
-    env_ids = sorted({r["config"]["env_id"] for r in histories.values()})
-    ax.set_title(f"{', '.join(env_ids) or 'no runs found'}: stochastic-policy evaluation")
+    ax.set_title(f"{', '.join(envs) or 'no runs found'}: stochastic-policy evaluation")
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend()
@@ -147,7 +158,8 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None) -> tupl
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, dpi=120)
-    missing = [name for name in expected_runs() if name not in histories]
+    names = {r.name for r in records}
+    missing = [name for name in expected_runs(tuple(labels)) if name not in names]
     return fig, missing
 
 
@@ -169,22 +181,23 @@ SEED_STYLES = ("-", "--", ":", "-.")
 EXPLAINED_VARIANCE_FLOOR = -1.0
 
 
-def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None) -> Figure:
-    """Training diagnostics from every run's metrics.jsonl: entropy, explained variance, training-episode
-    return and gradient norm against environment steps; one colour per algorithm, one line style per seed."""
-    histories = load_histories(runs_dir)
+def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels: Sequence[str] = ALGOS) -> Figure:
+    """Training diagnostics from the metrics.jsonl of every run of ``labels`` (as in ``plot_comparison``):
+    entropy, explained variance, training-episode return and gradient norm against environment steps; one
+    colour per label, one line style per seed."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
-    colors = {algo: f"C{i}" for i, algo in enumerate(ALGOS)}
-    for name, record in sorted(histories.items()):
-        config = record.get("config", {})
-        metrics = read_metrics(Path(runs_dir) / name / METRICS_FILE)
-        seed_index = REPORT_SEEDS.index(config["seed"]) if config.get("seed") in REPORT_SEEDS else -1
+    colors = {label: f"C{i}" for i, label in enumerate(labels)}
+    for record in read_runs(runs_dir):
+        if record.label not in colors:
+            continue
+        metrics = record.metrics()
+        seed_index = REPORT_SEEDS.index(record.seed) if record.seed in REPORT_SEEDS else -1
         for ax, (key, _) in zip(axes.flat, DIAGNOSTICS, strict=True):
             points = [(m["global_step"], m[key]) for m in metrics if m.get(key) is not None]
             if points:
                 steps, values = zip(*points, strict=True)
                 ax.plot(steps, values, SEED_STYLES[seed_index % len(SEED_STYLES)],
-                        color=colors.get(config.get("algo"), "k"), linewidth=0.9, label=name)
+                        color=colors[record.label], linewidth=0.9, label=record.name)
     for ax, (key, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
         lowest = min((min(line.get_ydata()) for line in ax.lines), default=0.0)
         if key == "losses/explained_variance" and lowest < EXPLAINED_VARIANCE_FLOOR:

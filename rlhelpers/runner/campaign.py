@@ -24,10 +24,8 @@ from typing import Any
 import torch
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import history_finished, mean_and_sem, stopped_early
-from rlhelpers.runner.checkpoint import HISTORY_FILE, RunDirectory
+from rlhelpers.report.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name
-from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
 
@@ -83,29 +81,25 @@ def _recent_rate(metrics: list[dict[str, Any]]) -> float | None:
 def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_return: float | None = None) -> RunStatus:
     """State of one run from its files: ``running``, ``finished``, ``stopped at > X``, ``paused`` or
     ``not started``. ``total_timesteps`` and ``stop_return`` default to the run's saved config."""
-    run = RunDirectory(run_dir)
-    record = run.read_history() or {}
-    config = record.get("config", {})
-    history = record.get("history", [])
-    metrics = read_metrics(run.path / METRICS_FILE)
-    total = total_timesteps if total_timesteps is not None else config.get("total_timesteps")
-    stop = stop_return if stop_return is not None else config.get("stop_return")
-    steps = max([int(h["step"]) for h in history[-1:]] + [int(m["global_step"]) for m in metrics[-1:]] + [0])
-    last_mean = last_sem = best_mean = None
-    if history:
-        last_mean, last_sem = mean_and_sem(history[-1]["returns"])
-        best_mean = max(mean_and_sem(h["returns"])[0] for h in history)
-    if run.path.is_dir() and RunLock(run.path).live_owner() is not None:
+    path = Path(run_dir)
+    record = read_run(path) or RunRecord(path.name, path)
+    metrics = record.metrics()
+    total = total_timesteps if total_timesteps is not None else record.config.get("total_timesteps")
+    stop = stop_return if stop_return is not None else record.config.get("stop_return")
+    steps = max([e.step for e in record.evaluations[-1:]] + [int(m["global_step"]) for m in metrics[-1:]] + [0])
+    last_mean, last_sem = (record.last.mean, record.last.sem) if record.last is not None else (None, None)
+    best_mean = record.best.mean if record.best is not None else None
+    if path.is_dir() and RunLock(path).live_owner() is not None:
         state = "running"
-    elif stopped_early(record, stop):
+    elif record.stopped_early(stop):
         state = f"stopped at > {stop:g}"
-    elif history_finished(record, total, stop):
+    elif record.finished(total, stop):
         state = "finished"
-    elif history or metrics:
+    elif record.evaluations or metrics:
         state = "paused"
     else:
         state = "not started"
-    return RunStatus(run.path.name, steps, total, last_mean, last_sem, best_mean, _recent_rate(metrics), state)
+    return RunStatus(path.name, steps, total, last_mean, last_sem, best_mean, _recent_rate(metrics), state)
 
 
 def _fmt_duration(seconds: float | None) -> str:
@@ -119,8 +113,7 @@ def status_table(runs_dir: str | Path) -> str:
     """One line per report run, then per other run present (variants): steps, last evaluation
     (mean ± s.e.), best, steps/s, ETA, state."""
     names = [format_run_name(algo, seed) for algo, seed in CAMPAIGN_RUNS]
-    names += sorted(path.parent.name for path in Path(runs_dir).glob(f"*/{HISTORY_FILE}")
-                    if path.parent.name not in names)
+    names += [path.name for path in run_dirs(runs_dir) if path.name not in names]
     width = max(15, *map(len, names))
     header = f"{'run':<{width}} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"
     lines = [header]

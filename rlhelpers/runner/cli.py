@@ -206,15 +206,15 @@ def _train(args: argparse.Namespace) -> int:
 
 def _campaign(args: argparse.Namespace) -> int:
     from rlhelpers.runner.campaign import default_parallel, run_campaign
-    from rlhelpers.runner.config import resolve_device, validate
-    from rlhelpers.runner.tracking import resolve_wandb_mode
+    from rlhelpers.runner.config import resolve_config
 
     given = {name: value for name, value in vars(args).items() if name not in ("command", "parallel", "algos")}
     parallel = args.parallel if args.parallel is not None else default_parallel()
-    for algo in args.algos:  # checks the shared options once per algorithm, before any run starts
-        config = validate(TrainConfig(**given, algo=algo))
-    resolve_wandb_mode(config.wandb_mode)  # 'online' without a key: one error, not six failed children
-    if parallel > 1 and resolve_device(config.device).type == "cpu":
+    # The shared options are checked once per algorithm before any run starts: one error for a bad value or
+    # W&B 'online' without a key, not six failed children.
+    for algo in args.algos:
+        config, device = resolve_config(TrainConfig(**given, algo=algo))
+    if parallel > 1 and device.type == "cpu":
         given.setdefault("torch_threads", 1)
     # The children get the runs directory as an absolute path from run_campaign.
     train_args = [part for name, value in given.items() if name != "runs_dir" for part in (_option(name), str(value))]
@@ -244,12 +244,13 @@ def _publish(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from rlhelpers.report.plotting import COMPARISON_PNG, figures_dir, plot_comparison
+    from rlhelpers.report.records import run_dirs
     from rlhelpers.runner.checkpoint import HISTORY_FILE
 
     out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
     if out.suffix.lower() not in PLOT_FORMATS:
         raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
-    if not any(Path(_runs_dir(args.runs_dir)).glob(f"*/{HISTORY_FILE}")):
+    if not run_dirs(_runs_dir(args.runs_dir)):
         raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot")
     _, missing = plot_comparison(args.runs_dir, out)
     print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))

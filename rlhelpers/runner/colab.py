@@ -12,7 +12,8 @@ import sys
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.plotting import COMMITTED_RUNS
-from rlhelpers.runner.tracking import has_wandb_key, publish_command, resolve_wandb_mode
+from rlhelpers.runner.config import has_wandb_key, resolve_wandb_mode
+from rlhelpers.runner.tracking import publish_command
 
 COLAB_DRIVE = "/content/drive"
 COLAB_RUNS_DIR = f"{COLAB_DRIVE}/MyDrive/rlhelpers/runs"

@@ -4,17 +4,22 @@
 filled from the algorithm table (``ALGORITHMS``: docs/experiment.md, tuned for Atari), a variant's
 values, and for classic-control envs such as CartPole from ``CLASSIC_CONTROL_DEFAULTS``.
 ``validate`` turns bad input into one clear ``RLHelpersError``; ``resolve_config`` does that once
-and settles what ``auto`` means on this machine (device, precision).
+and settles what ``auto`` means on this machine (device, precision) and the W&B mode (online with an
+API key, else offline).
 """
 
 from __future__ import annotations
 
+import configparser
 import dataclasses
+import netrc
 import os
 import re
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import torch
 
@@ -242,10 +247,46 @@ def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[st
             for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]
 
 
+def wandb_host() -> str:
+    """The W&B server's host: that of ``WANDB_BASE_URL``, else of the ``base_url`` that ``wandb login --host``
+    saved in wandb's settings file (in ``WANDB_CONFIG_DIR``, default ~/.config/wandb), else api.wandb.ai."""
+    url = os.environ.get("WANDB_BASE_URL")
+    if not url:
+        settings = configparser.ConfigParser()
+        settings.read(Path(os.environ.get("WANDB_CONFIG_DIR") or "~/.config/wandb").expanduser() / "settings")
+        url = settings.get("default", "base_url", fallback="https://api.wandb.ai")
+    return urlsplit(url).netloc
+
+
+def has_wandb_key() -> bool:
+    """True if an API key is available: ``WANDB_API_KEY``, or a ``wandb login`` entry for ``wandb_host()`` in
+    the netrc file that wandb reads (``NETRC``, default ~/.netrc)."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        entry = netrc.netrc(os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")).authenticators(wandb_host())
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(entry and entry[2])  # (login, account, password): the password is the key
+
+
+def resolve_wandb_mode(mode: str | None) -> str:
+    """The requested mode, or ``online`` when a key is available and ``offline`` otherwise. An explicit
+    ``online`` without a key raises ``RLHelpersError`` (W&B would prompt for one, or fail without a terminal)."""
+    if mode == "online" and not has_wandb_key():
+        raise RLHelpersError("wandb_mode 'online' needs an API key: set WANDB_API_KEY or run `wandb login` (on Colab, "
+                             "add the secret WANDB_API_KEY and rerun the set-up cells), or use wandb_mode 'offline'")
+    if mode is not None:
+        return mode
+    return "online" if has_wandb_key() else "offline"
+
+
 def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
     """Validate ``config`` and resolve it for this machine: the config with ``precision`` set to what will
-    run (fp32 or bf16), and the torch device. ``device`` stays as given, so a saved run keeps ``auto``."""
+    run (fp32 or bf16) and ``wandb_mode`` to the mode W&B runs in (``resolve_wandb_mode``), and the torch
+    device. ``device`` stays as given, so a saved run keeps ``auto``."""
     validate(config)
+    wandb_mode = resolve_wandb_mode(config.wandb_mode)
     device = resolve_device(config.device)
     precision = resolve_precision(config.precision, device, image_obs=atari_game(config.env_id) is not None)
-    return dataclasses.replace(config, precision=precision), device
+    return dataclasses.replace(config, precision=precision, wandb_mode=wandb_mode), device

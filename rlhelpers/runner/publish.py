@@ -15,6 +15,7 @@ returns). ``publish_runs`` rebuilds each W&B run from them, under the run's stor
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import shlex
 from dataclasses import dataclass
@@ -25,10 +26,11 @@ import wandb
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics
-from rlhelpers.runner.checkpoint import HISTORY_FILE, RunDirectory
-from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.report.records import Evaluation, RunRecord, read_run, run_dirs
+from rlhelpers.runner.checkpoint import HISTORY_FILE
+from rlhelpers.runner.config import has_wandb_key
 from rlhelpers.runner.runlock import RunLock
-from rlhelpers.runner.tracking import has_wandb_key, init_run
+from rlhelpers.runner.tracking import init_run
 
 PUBLISH_MODES = ("online", "offline")
 
@@ -44,21 +46,21 @@ class Published:
     project_url: str | None  # the project's web address (online only)
 
 
-def published_evaluation(point: dict[str, Any]) -> dict[str, Any]:
-    """What one evaluation of ``eval_history.json`` contributes to W&B: what training logged (mean, std,
-    mean episode length) and the returns themselves."""
-    return {**evaluation_metrics(point), "eval/returns": [float(r) for r in point["returns"]]}
+def published_evaluation(evaluation: Evaluation) -> dict[str, Any]:
+    """What one evaluation contributes to W&B: what training logged (mean, std, mean episode length) and
+    the returns themselves."""
+    return {**evaluation_metrics(dataclasses.asdict(evaluation)), "eval/returns": list(evaluation.returns)}
 
 
-def local_rows(run_path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per ``global_step``, in step order: the metrics.jsonl lines of that step merged with the
-    evaluation taken there (``record`` is the run's eval_history.json). Null (non-finite) values are left out."""
+def local_rows(record: RunRecord) -> list[dict[str, Any]]:
+    """One row per ``global_step``, in step order: the run's metrics.jsonl lines of that step merged with
+    the evaluation taken there. Null (non-finite) values are left out."""
     rows: dict[int, dict[str, Any]] = {}
-    for line in read_metrics(run_path / METRICS_FILE):
+    for line in record.metrics():
         row = rows.setdefault(int(line["global_step"]), {})
         row.update({k: v for k, v in line.items() if k not in ("global_step", "time") and v is not None})
-    for point in record.get("history", []):
-        rows.setdefault(int(point["step"]), {}).update(published_evaluation(point))
+    for evaluation in record.evaluations:
+        rows.setdefault(evaluation.step, {}).update(published_evaluation(evaluation))
     return [{**rows[step], "global_step": step} for step in sorted(rows)]
 
 
@@ -111,22 +113,21 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
 
     ``project`` and ``entity`` default to the ones the run was trained with.
     """
-    record = RunDirectory(run_path).read_history()
+    record = read_run(run_path)
     if record is None:
         raise RLHelpersError(f"{run_path} has no {HISTORY_FILE}: nothing to publish")
-    run_id = record.get("wandb_run_id")
+    run_id = record.wandb_run_id
     if not run_id:
         raise RLHelpersError(f"{run_path / HISTORY_FILE} has no wandb_run_id; it was not written by rlhelpers train")
-    config = record.get("config", {})
-    project = project or config.get("wandb_project")
+    project = project or record.config.get("wandb_project")
     if not project:
         raise RLHelpersError(f"{run_path / HISTORY_FILE} names no W&B project; pass --project")
-    entity = entity or config.get("wandb_entity")
-    rows = local_rows(run_path, record)
+    entity = entity or record.config.get("wandb_entity")
+    rows = local_rows(record)
     online = mode == "online"
     missing = rows_to_log(rows, logged_keys(entity, project, run_id) if online else {})
     try:
-        run = init_run(project, entity, record.get("run_name") or run_path.name, run_id, config, mode)
+        run = init_run(project, entity, record.name, run_id, record.config, mode)
     except wandb.errors.Error as exc:
         raise RLHelpersError(f"W&B refused run {run_id} of {run_path.name}: {exc}") from exc
     try:
@@ -156,10 +157,9 @@ def publish_runs(runs_dir: str | Path, mode: str = "online", project: str | None
             "publishing online needs a W&B API key and none was found: set WANDB_API_KEY (on Colab, add the secret "
             "WANDB_API_KEY and rerun the set-up cell) or run `wandb login`, then publish again; or pass --mode "
             "offline to write one complete offline run per (algo, seed) for a later `wandb sync`")
-    runs_path = Path(runs_dir)
-    runs = sorted(path.parent for path in runs_path.glob(f"*/{HISTORY_FILE}"))
+    runs = run_dirs(runs_dir)
     if not runs:
-        raise RLHelpersError(f"no run directory with an {HISTORY_FILE} in {runs_path}; pass the --runs-dir "
+        raise RLHelpersError(f"no run directory with an {HISTORY_FILE} in {runs_dir}; pass the --runs-dir "
                              "you trained in")
     published = []
     for path in runs:

@@ -21,15 +21,16 @@ import numpy as np
 from tqdm import tqdm
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import evaluation_metrics, history_finished, mean_return
+from rlhelpers.core.evaluation import evaluation_metrics, mean_return
 from rlhelpers.core.trainer import Trainer
+from rlhelpers.report.records import RunRecord
 from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import TrainConfig, config_differences, resolve_config
 from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
 from rlhelpers.runner.provenance import session_provenance
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
-from rlhelpers.runner.tracking import Tracker, new_run_id, resolve_wandb_mode
+from rlhelpers.runner.tracking import Tracker, new_run_id
 
 LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
 
@@ -148,10 +149,10 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
             raise
         # Rebuilt below from the newest checkpoint, whose config stands in for the history's meanwhile.
         saved_record, unreadable_history = {"config": _newest_checkpoint_config(run_dir)}, exc
+    # Bad values, and W&B 'online' without a key, fail here: before anything is written.
     config, device = resolve_config(_keep_saved_precision(config, saved_record))
     if saved_record is not None:
         _check_resumable(saved_record.get("config", {}), config, run_dir.path)
-    resolve_wandb_mode(config.wandb_mode)  # 'online' without a key fails here, before anything is written
     run_dir.create()
     lock = RunLock(run_dir.path)
     lock.acquire()
@@ -173,7 +174,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
             run_dir.prune(int(state["num_timesteps"]), config.keep_checkpoints)
         elif saved_record is not None and saved_record.get("history"):
             history = saved_record["history"]
-            if history_finished(saved_record):
+            if RunRecord.from_dict(saved_record, run_dir.path).finished():
                 # Committed results come without checkpoints: a finished run is reported, not retrained.
                 print(f"{config.run_name} is finished (evaluated up to step {history[-1]['step']:,}, "
                       f"last evaluation {mean_return(history[-1]):.2f}); its checkpoints are not here, "

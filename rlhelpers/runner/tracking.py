@@ -8,56 +8,16 @@ Training (``Tracker``) and ``publish`` open runs the same way, through ``init_ru
 
 from __future__ import annotations
 
-import configparser
-import netrc
-import os
 import secrets
 import shlex
 import string
 import sys
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import wandb
 
-from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.config import TrainConfig, has_wandb_key
 from rlhelpers.runner.metrics_log import MetricsLog
-
-
-def wandb_host() -> str:
-    """The W&B server's host: that of ``WANDB_BASE_URL``, else of the ``base_url`` that ``wandb login --host``
-    saved in wandb's settings file (in ``WANDB_CONFIG_DIR``, default ~/.config/wandb), else api.wandb.ai."""
-    url = os.environ.get("WANDB_BASE_URL")
-    if not url:
-        settings = configparser.ConfigParser()
-        settings.read(Path(os.environ.get("WANDB_CONFIG_DIR") or "~/.config/wandb").expanduser() / "settings")
-        url = settings.get("default", "base_url", fallback="https://api.wandb.ai")
-    return urlsplit(url).netloc
-
-
-def has_wandb_key() -> bool:
-    """True if an API key is available: ``WANDB_API_KEY``, or a ``wandb login`` entry for ``wandb_host()`` in
-    the netrc file that wandb reads (``NETRC``, default ~/.netrc)."""
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    try:
-        entry = netrc.netrc(os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")).authenticators(wandb_host())
-    except (OSError, netrc.NetrcParseError):
-        return False
-    return bool(entry and entry[2])  # (login, account, password): the password is the key
-
-
-def resolve_wandb_mode(mode: str | None) -> str:
-    """The requested mode, or ``online`` when a key is available and ``offline`` otherwise. An explicit
-    ``online`` without a key raises ``RLHelpersError`` (W&B would prompt for one, or fail without a terminal)."""
-    if mode == "online" and not has_wandb_key():
-        raise RLHelpersError("wandb_mode 'online' needs an API key: set WANDB_API_KEY or run `wandb login` (on Colab, "
-                             "add the secret WANDB_API_KEY and rerun the set-up cells), or use wandb_mode 'offline'")
-    if mode is not None:
-        return mode
-    return "online" if has_wandb_key() else "offline"
 
 
 def new_run_id() -> str:
@@ -81,17 +41,16 @@ def init_run(project: str, entity: str | None, name: str, run_id: str, config: d
 
 
 class Tracker:
-    """A W&B run named ``<algo>_seed-<seed>`` that is resumed under its stored id; every record also goes
-    to the local ``metrics_log`` when one is given."""
+    """A W&B run named ``<algo>_seed-<seed>`` that is resumed under its stored id, in the mode of ``config``
+    as ``resolve_config`` settled it; every record also goes to the local ``metrics_log`` when one is given."""
 
     def __init__(self, config: TrainConfig, run_id: str, metrics_log: MetricsLog | None = None) -> None:
         self.metrics_log = metrics_log
-        mode = resolve_wandb_mode(config.wandb_mode)
-        if mode == "offline" and config.wandb_mode is None:
+        if config.wandb_mode == "offline" and not has_wandb_key():
             print("W&B: no API key found, so nothing is uploaded; the run's metrics.jsonl keeps every record. "
                   f"Publish later, with a key: `{publish_command(config.runs_dir)}`", file=sys.stderr)
         self.run = init_run(config.wandb_project, config.wandb_entity, config.run_name, run_id, config.to_dict(),
-                            mode)
+                            config.wandb_mode)
 
     @property
     def url(self) -> str | None:
