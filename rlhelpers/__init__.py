@@ -1,4 +1,4 @@
-"""rlhelpers: on-policy actor-critic agents (a2c, task1, task2) for Atari, with crash-safe runs.
+"""rlhelpers: on-policy actor-critic agents (A2C and two all-action variants) for Atari, with crash-safe runs.
 
 Three layers, one sub-package each: ``core`` (the algorithm table, the networks and the training loop;
 it imports nothing from the other two), ``runner`` (a run end to end: config, checkpoints, campaign, W&B,

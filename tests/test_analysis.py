@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from rlhelpers.core.evaluation import history_divergence
 from rlhelpers.core.networks import build_model
 from rlhelpers.core.optim import RMSpropTFLike
 from rlhelpers.report.analysis import (
@@ -29,7 +28,7 @@ from rlhelpers.report.analysis import (
     stage_steps,
     task_gradient_agreement,
 )
-from rlhelpers.report.plotting import load_histories
+from rlhelpers.report.records import history_divergence, read_runs
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import train
 
@@ -211,8 +210,8 @@ def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     assert task1["advantage_scale"]["advantage_rms"] > 0 and task1["advantage_scale"]["critic_rms_error"] > 0
     assert results["snapshots"]["a2c_seed-0@0"]["a2c_estimator_variance"]["per_sample"] > 0
     # task1 and task2 of one seed start from the same weights and, at step 0, the same evaluation
-    histories = load_histories(tmp_path)
-    assert history_divergence(histories["task1_seed-0"], histories["task2_seed-0"])["last_identical_step"] == 400
+    records = {r.name: r for r in read_runs(tmp_path)}
+    assert history_divergence(records["task1_seed-0"], records["task2_seed-0"])["last_identical_step"] == 400
     regime = results["optimizer_regime"]["task1_seed-0"]  # from the newest checkpoint, at the end of the budget
     assert regime["step"] == 400 and set(regime["groups"]) == {"encoder", "policy_head", "critic_head"}
     assert sorted(results["optimizer_regime"]) == ["a2c_seed-0", "task1_seed-0", "task2_seed-0"]

@@ -12,6 +12,7 @@ import pytest
 
 from rlhelpers.report import claims
 from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown
+from rlhelpers.report.records import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"
@@ -76,8 +77,10 @@ def test_the_speed_rule_needs_both_seeds_below_both(tmp_path: Path) -> None:
                  "task1-pg1_seed-0": history([-20, -19, -18])}
     for name, record in histories.items():
         record["run_name"] = name
-    found = claims.compare_speed(histories, ("a2c", "task1", "task1-pg1"))
+        record["config"].update(algo=name.split("_")[0].split("-")[0], variant="pg1" if "-pg1" in name else "")
+    records = [RunRecord.from_dict(record) for record in histories.values()]
+    found = claims.compare_speed(records, ("a2c", "task1", "task1-pg1"))
     assert found["until"] == 200 and found["seed/task1-pg1_seed-0"] == pytest.approx(-19.0)
     assert found["below/task1-pg1/a2c"] and found["below/task1-pg1/task1"]
     assert not found["below/task1/a2c"]  # task1 seed 100 (-10.7) lies above A2C seed 100 (-11.3)
-    assert claims.compare_speed(histories, ("a2c", "task2")) == {}
+    assert claims.compare_speed(records, ("a2c", "task2")) == {}

@@ -10,11 +10,13 @@ import pytest
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.plotting import (
     DIAGNOSTICS,
+    AlgoCurve,
     algo_curve,
     figures_dir,
     plot_comparison,
     plot_diagnostics,
 )
+from rlhelpers.report.records import RunRecord
 from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
 
 
@@ -22,6 +24,10 @@ def record(algo: str, seed: int, history: list[dict], variant: str = "") -> dict
     name = f"{algo}-{variant}_seed-{seed}" if variant else f"{algo}_seed-{seed}"
     config = {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "stop_return": 18.0}
     return {"run_name": name, "config": {**config, "variant": variant} if variant else config, "history": history}
+
+
+def pooled_curve(records: list[dict]) -> AlgoCurve:
+    return algo_curve([RunRecord.from_dict(r) for r in records])
 
 
 def points(means: list[float], every: int = 100) -> list[dict]:
@@ -32,7 +38,7 @@ def points(means: list[float], every: int = 100) -> list[dict]:
 def test_a_seed_that_stopped_early_is_held_not_dropped() -> None:
     stopped = record("a2c", 0, points([-20.0, 10.0, 19.0]))  # exceeded 18 at step 200 and stopped
     going_on = record("a2c", 100, points([-20.0, -10.0, 0.0, 5.0, 8.0]))
-    curve = algo_curve([stopped, going_on])
+    curve = pooled_curve([stopped, going_on])
     assert curve.steps.tolist() == [0, 100, 200, 300, 400]
     assert curve.counts.tolist() == [4, 4, 4, 4, 4]  # never the mean of one seed alone
     assert curve.means.tolist() == [-20.0, 0.0, 9.5, 12.0, 13.5]  # 19 held at steps 300 and 400
@@ -43,7 +49,7 @@ def test_a_seed_that_stopped_early_is_held_not_dropped() -> None:
 def test_a_seed_still_training_ends_the_curve_where_it_is() -> None:
     ahead = record("task1", 0, points([-20.0, -19.0, -18.0, -15.0]))
     behind = record("task1", 100, points([-20.0, -20.0]))  # not stopped, only behind: nothing to hold
-    curve = algo_curve([ahead, behind])
+    curve = pooled_curve([ahead, behind])
     assert curve.steps.tolist() == [0, 100] and curve.counts.tolist() == [4, 4] and curve.stopped == {}
 
 
@@ -51,7 +57,7 @@ def test_a_step_only_one_seed_evaluated_is_left_out() -> None:
     """Seeds evaluated every 100 and every 150 steps share only steps 0 and 300."""
     often = record("task2", 0, points([-20.0, -19.0, -18.0, -17.0]))
     rarely = record("task2", 100, points([-20.0, -19.0, -16.0], every=150))
-    curve = algo_curve([often, rarely])
+    curve = pooled_curve([often, rarely])
     assert curve.steps.tolist() == [0, 300] and curve.counts.tolist() == [4, 4]
     assert curve.means.tolist() == [-20.0, -16.5]
 
@@ -117,7 +123,7 @@ def test_explained_variance_axis_starts_at_minus_one(tmp_path) -> None:
 def test_algo_curve_pools_seeds_with_standard_error() -> None:
     seed0 = record("a2c", 0, [{"step": 0, "returns": [-21.0, -20.0, -19.0]}, {"step": 300, "returns": [1.0, 3.0]}])
     seed100 = record("a2c", 100, [{"step": 0, "returns": [-21.0, -21.0, -20.0]}, {"step": 300, "returns": [5.0, 7.0]}])
-    curve = algo_curve([seed0, seed100])
+    curve = pooled_curve([seed0, seed100])
     steps, means, sems, counts = curve.steps, curve.means, curve.sems, curve.counts
     pooled0 = np.array([-21.0, -20.0, -19.0, -21.0, -21.0, -20.0])
     assert steps.tolist() == [0, 300] and counts.tolist() == [6, 4]

@@ -17,9 +17,9 @@ import nbformat
 import pytest
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import history_divergence
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report import results as report
+from rlhelpers.report.records import RunRecord, history_divergence
 from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV
 from rlhelpers.runner.config import expected_runs
 
@@ -378,11 +378,13 @@ def test_history_divergence_of_same_seed_and_seed_pairs(tmp_path: Path) -> None:
     task1 = _record("task1", 0, [-21.0, -20.0, -19.0, -10.0])
     task2 = _record("task2", 0, [-21.0, -20.0, -18.0, -12.0])
     task2["history"][2]["returns"] = [-19.0, -17.0]  # mean -18, s.e. 1
-    result = history_divergence(task1, task2)
+    result = history_divergence(RunRecord.from_dict(task1), RunRecord.from_dict(task2))
     assert result["last_identical_step"] == 1_000_000 and result["identical_steps"] == 2
     assert result["mean_gap"] == {2_000_000: 1.0, 3_000_000: 2.0}
     assert result["gap_sem"] == {2_000_000: pytest.approx(2 ** 0.5), 3_000_000: pytest.approx(2 ** 0.5)}
-    assert history_divergence(_record("a2c", 0, [-21.0]), _record("a2c", 100, [-20.0]))["last_identical_step"] is None
+    apart = history_divergence(RunRecord.from_dict(_record("a2c", 0, [-21.0])),
+                               RunRecord.from_dict(_record("a2c", 100, [-20.0])))
+    assert apart["last_identical_step"] is None
 
     assert "No pair of runs" in report.divergence_markdown(tmp_path)
     _write_runs(tmp_path, [task1, task2, _record("task1", 100, [-20.0, -20.0, -15.0, -10.0])])

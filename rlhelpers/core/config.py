@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.losses import ALGORITHMS
 
 # ALE takes int32 seeds. Training envs use seeds below this offset (seed + step + env index after a
 # resume) and evaluation envs seeds from it upwards, so the two never share a seed.
@@ -23,7 +24,7 @@ EVAL_SEED_OFFSET = 2**30
 class AgentConfig:
     """The algorithm, its hyperparameters and how the trainer runs it (one field per CLI option)."""
 
-    algo: str = field(default="a2c", metadata={"help": "algorithm: a2c, task1 or task2"})
+    algo: str = field(default="a2c", metadata={"help": f"algorithm: {', '.join(ALGORITHMS)}"})
     seed: int = field(default=0, metadata={"help": "random seed of the run (the report uses 0 and 100)"})
     env_id: str = field(
         default="PongNoFrameskip-v4",

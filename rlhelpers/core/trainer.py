@@ -72,7 +72,7 @@ class Trainer:
 
     @torch.inference_mode()
     def _values(self, obs: torch.Tensor) -> torch.Tensor:
-        """V(s) (a2c) or V~(s) = sum_a pi(a|s) Q(s,a) (task1/task2) for bootstrapping."""
+        """V(s), or V~(s) = sum_a pi(a|s) Q(s,a) for a Q critic, for bootstrapping."""
         return state_value(*self.model(obs))
 
     @torch.inference_mode()

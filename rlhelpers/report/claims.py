@@ -35,11 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.core.evaluation import history_divergence, mean_return
-from rlhelpers.report.plotting import algo_curve, held_returns, load_histories
-from rlhelpers.runner.config import REPORT_SEEDS, format_run_name, parse_run_name
+from rlhelpers.report.plotting import algo_curve, held_returns
+from rlhelpers.report.records import Evaluation, RunRecord, history_divergence, read_runs
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
 
 PLATEAU = -20.0
+# The report's pairs: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of one algorithm.
+TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
+SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
 SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
 STEP = "M"  # environment steps in millions: 7.2M
 
@@ -77,16 +80,16 @@ def _span(values: Iterable[float]) -> tuple[float, float] | None:
 
 
 def label(run_name: str) -> str:
-    """The curve a run belongs to: its algorithm, or ``<algo>-<variant>``."""
+    """The curve a run belongs to: its algorithm, or ``<algo>-<variant>`` (its name without the seed)."""
     return parse_run_name(run_name)[0]
 
 
-def _first_step(history: list[dict[str, Any]], above: float, staying: bool = False) -> int | None:
+def _first_step(evaluations: tuple[Evaluation, ...], above: float, staying: bool = False) -> int | None:
     """The first evaluation step whose mean exceeds ``above`` (with ``staying``, from which every later one does)."""
     found = None
-    for point in history:
-        if mean_return(point) > above:
-            found = int(point["step"]) if found is None else found
+    for evaluation in evaluations:
+        if evaluation.mean > above:
+            found = evaluation.step if found is None else found
             if not staying:
                 return found
         elif staying:
@@ -94,11 +97,11 @@ def _first_step(history: list[dict[str, Any]], above: float, staying: bool = Fal
     return found
 
 
-def compare_speed(histories: dict[str, dict[str, Any]], labels: Iterable[str]) -> dict[str, Any]:
+def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, Any]:
     """The report's speed comparison of ``labels``: ``until``, ``curve/<label>``, ``seed/<run>`` and
     ``below/<label>/<other>`` as the module docstring says."""
-    runs = {lab: [h for name, h in sorted(histories.items()) if label(name) == lab and h["history"]]
-            for lab in labels}
+    records = list(records)
+    runs = {lab: [r for r in records if r.label == lab and r.evaluations] for lab in labels}
     curves = {lab: algo_curve(records) for lab, records in runs.items() if records}
     if len(curves) < len(runs):
         return {}
@@ -110,7 +113,7 @@ def compare_speed(histories: dict[str, dict[str, Any]], labels: Iterable[str]) -
         found[f"curve/{lab}"] = float(np.mean(curve.means[curve.steps <= until]))
         seed_means[lab] = [float(np.mean([np.mean(r) for r in held_returns(record, steps).values()]))
                            for record in runs[lab]]
-        found.update({f"seed/{r['run_name']}": m for r, m in zip(runs[lab], seed_means[lab], strict=True)})
+        found.update({f"seed/{r.name}": m for r, m in zip(runs[lab], seed_means[lab], strict=True)})
     for a in curves:
         for b in curves:
             if a != b:
@@ -118,14 +121,13 @@ def compare_speed(histories: dict[str, dict[str, Any]], labels: Iterable[str]) -
     return found
 
 
-def _pair_gaps(histories: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+def _pair_gaps(records: dict[str, RunRecord]) -> dict[str, float | None]:
     """After task1 and task2 of one seed part: their mean gap, and for scale the gap between the two seeds
     of one algorithm at the same steps, with the standard error of one gap."""
-    def pairs(names: list[tuple[str, str]]) -> list[dict[str, Any]]:
-        return [history_divergence(histories[a], histories[b]) for a, b in names if a in histories and b in histories]
+    def pairs(names: tuple[tuple[str, ...], ...]) -> list[dict[str, Any]]:
+        return [history_divergence(records[a], records[b]) for a, b in names if a in records and b in records]
 
-    task = pairs([(format_run_name("task1", s), format_run_name("task2", s)) for s in REPORT_SEEDS])
-    seed = pairs([tuple(format_run_name(algo, s) for s in REPORT_SEEDS) for algo in ("a2c", "task1", "task2")])
+    task, seed = pairs(TASK_PAIRS), pairs(SEED_PAIRS)
     steps = {step for d in task for step in d["mean_gap"]}
 
     def mean(divergences: list[dict[str, Any]], key: str) -> float | None:
@@ -169,27 +171,26 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
             ablation: Iterable[str] = ()) -> dict[str, Any]:
     """Every measurement the claims can name (see the module docstring), from the runs in ``runs_dir``
     and the gradient ``analysis``; ``ablation`` adds a speed comparison of those labels (``ablation/...``)."""
-    histories = load_histories(runs_dir)
+    records = {r.name: r for r in read_runs(runs_dir)}
     found: dict[str, Any] = {}
-    for name, record in histories.items():
-        history = record["history"]
-        if history:
-            found[f"pass/{name}"] = _first_step(history, target)
-            found[f"leave/{name}"] = _first_step(history, PLATEAU, staying=True)
-            found[f"last/{name}"] = mean_return(history[-1])
-            found[f"best/{name}"] = max(map(mean_return, history))
-    found.update(compare_speed(histories, ("a2c", "task1", "task2")))
+    for name, record in records.items():
+        if record.evaluations:
+            found[f"pass/{name}"] = _first_step(record.evaluations, target)
+            found[f"leave/{name}"] = _first_step(record.evaluations, PLATEAU, staying=True)
+            found[f"last/{name}"] = record.last.mean
+            found[f"best/{name}"] = record.best.mean
+    found.update(compare_speed(records.values(), ALGOS))
     ablation = tuple(ablation)
     if ablation:
-        found.update({f"ablation/{key}": value for key, value in compare_speed(histories, ablation).items()})
-    found.update(_pair_gaps(histories))
+        found.update({f"ablation/{key}": value for key, value in compare_speed(records.values(), ablation).items()})
+    found.update(_pair_gaps(records))
     found.update(_gradient_facts(analysis))
-    budgets = {record["config"]["total_timesteps"] for name, record in histories.items() if "-" not in label(name)}
+    budgets = {record.config.get("total_timesteps") for record in records.values() if not record.variant}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     states = [s["estimator_variance"]["n_states"] for s in (analysis or {}).get("snapshots", {}).values()
               if "estimator_variance" in s]
     found["states"] = max(states, default=None)
-    lr = {label(name): record["config"]["lr"] for name, record in histories.items()}
+    lr = {record.label: record.config.get("lr") for record in records.values()}
     found["lr_ratio"] = lr["task1"] / lr["a2c"] if {"a2c", "task1"} <= set(lr) else None
     return found
 

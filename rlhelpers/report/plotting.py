@@ -17,11 +17,10 @@ from matplotlib.ticker import EngFormatter
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import mean_and_sem
-from rlhelpers.report.records import RunRecord, read_runs, run_dirs
-from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.report.records import RunRecord, read_runs
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs
 
-# task1 and task2 can coincide (their actor gradients are equal in exact arithmetic): distinct styles
+# Two curves can coincide (the all-action actors' gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
 LINE_STYLES = ("-", "--", ":", "-.")  # one per curve, in the order of the labels drawn
 COMMITTED_RUNS = "runs"
@@ -39,25 +38,6 @@ def figures_dir(runs_dir: str | Path) -> Path:
     if Path(runs_dir).resolve() == Path(COMMITTED_RUNS).resolve():
         return Path("figures")
     return Path(runs_dir) / "figures"
-
-
-def load_histories(runs_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """eval_history.json contents of every run directory under ``runs_dir``, keyed by run name, as raw dicts.
-
-    Kept for report/results.py, findings.py, discussion.py and report.ipynb until they read ``RunRecord``s
-    (``records.read_runs``); nothing else should use it.
-    """
-    records = {}
-    for path in run_dirs(runs_dir):
-        record = RunDirectory(path).read_history()  # an unreadable one is an RLHelpersError naming it
-        record.setdefault("run_name", path.name)
-        records[record["run_name"]] = record
-    return records
-
-
-def _as_record(record: RunRecord | dict[str, Any]) -> RunRecord:
-    """``record`` as a ``RunRecord``: the curves below also take the raw dicts of ``load_histories``."""
-    return record if isinstance(record, RunRecord) else RunRecord.from_dict(record)
 
 
 def _pooled(by_step: dict[int, list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -79,7 +59,7 @@ class AlgoCurve:
     stopped: dict[str, int]  # run name -> step at which it stopped early (its evaluation is held after it)
 
 
-def algo_curve(records: Sequence[RunRecord | dict[str, Any]]) -> AlgoCurve:
+def algo_curve(records: Sequence[RunRecord]) -> AlgoCurve:
     """Mean and standard error (std with ddof=1 over the pooled episodes / sqrt(n)) over the pooled
     episodes of all seeds at each evaluation step; for one run, its own curve.
 
@@ -88,7 +68,6 @@ def algo_curve(records: Sequence[RunRecord | dict[str, Any]]) -> AlgoCurve:
     evaluation intervals) is left out, so no point silently becomes the mean of fewer seeds. The curve
     ends at the last step that every seed still training has reached.
     """
-    records = [_as_record(r) for r in records]
     stopped = {r.name: r.last.step for r in records if r.stopped_early()}
     ends = [r.last.step for r in records if r.name not in stopped]
     end = min(ends) if ends else max(stopped.values())
@@ -99,10 +78,9 @@ def algo_curve(records: Sequence[RunRecord | dict[str, Any]]) -> AlgoCurve:
     return AlgoCurve(*_pooled(by_step), stopped)
 
 
-def held_returns(record: RunRecord | dict[str, Any], steps: Iterable[int]) -> dict[int, tuple[float, ...]]:
+def held_returns(record: RunRecord, steps: Iterable[int]) -> dict[int, tuple[float, ...]]:
     """One run's evaluation returns at each of ``steps`` that it evaluated, and, once it stopped early,
     its last evaluation held at the later ones (its policy no longer changes)."""
-    record = _as_record(record)
     points, last, held = record.returns_at, record.last, record.stopped_early()
     return {step: points[step] if step in points else last.returns for step in map(int, steps)
             if step in points or (held and step > last.step)}

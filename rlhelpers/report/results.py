@@ -16,16 +16,15 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import history_divergence, history_finished
-from rlhelpers.report.claims import compare_speed
+from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, compare_speed
 from rlhelpers.report.plotting import (
     AGENT_GIF,
     ANALYSIS_JSON,
     algo_curve,
     figures_dir,
-    load_histories,
 )
-from rlhelpers.runner.config import ALGOS, SEED_PAIRS, TASK_PAIRS, TrainConfig, expected_runs, validate
+from rlhelpers.report.records import history_divergence, read_runs
+from rlhelpers.runner.config import ALGOS, TrainConfig, expected_runs, validate
 
 REPORT_ONLY = "none"
 # The names of report.ipynb's parameters cell.
@@ -151,17 +150,17 @@ def summarize_runs(runs_dir: str | Path, threshold: float = 18.0,
     saved without an entity.
     """
     rows = []
-    for name, record in sorted(load_histories(runs_dir).items(), key=lambda item: _run_order(item[0])):
-        if not record.get("history"):
+    for record in sorted(read_runs(runs_dir), key=lambda r: _run_order(r.name)):
+        if not record.evaluations:
             continue
         curve = algo_curve([record])
         steps, means, sems, counts = curve.steps, curve.means, curve.sems, curve.counts
         best = int(means.argmax())
-        config = record.get("config", {})
-        seconds = record["history"][-1].get("train_seconds")
-        run_id = record.get("wandb_run_id", "")
+        config = record.config
+        seconds = record.last.train_seconds
+        run_id = record.wandb_run_id or ""
         rows.append(RunSummary(
-            run_name=name,
+            run_name=record.name,
             env_id=config.get("env_id", "?"),
             total_timesteps=int(config.get("total_timesteps", 0)),
             last_step=int(steps[-1]),
@@ -175,7 +174,7 @@ def summarize_runs(runs_dir: str | Path, threshold: float = 18.0,
             first_above={level: _first_step_above(steps, means, level) for level in (*MILESTONES, threshold)},
             first_exceed_step=_first_step_above(steps, means, threshold),
             left_plateau=_first_step_staying_above(steps, means, PLATEAU),
-            finished=history_finished(record),
+            finished=record.finished(),
             precision=config.get("precision", "not recorded"),
             wandb_run_id=run_id,
             wandb_url=wandb_run_url(config.get("wandb_entity") or wandb_entity,
@@ -237,13 +236,13 @@ DIVERGENCE_PAIRS = (*TASK_PAIRS, *SEED_PAIRS)
 
 
 def divergence_markdown(runs_dir: str | Path) -> str:
-    """Where the evaluation histories of task1 and task2 of one seed part, and how far apart they drift
-    afterwards, beside the same figures for two seeds of one algorithm."""
-    histories = load_histories(runs_dir)
+    """Where the evaluation histories of the report's pairs part (``claims.TASK_PAIRS``: equal actor
+    gradients, same seed), and how far apart they drift afterwards, beside two seeds of one algorithm."""
+    records = {r.name: r for r in read_runs(runs_dir)}
     table = []
     for a, b in DIVERGENCE_PAIRS:
-        if a in histories and b in histories:
-            d = history_divergence(histories[a], histories[b])
+        if a in records and b in records:
+            d = history_divergence(records[a], records[b])
             gaps, sems = list(d["mean_gap"].values()), list(d["gap_sem"].values())
             table.append([f"{a} vs {b}", _step_or(d["last_identical_step"], "never"),
                           f"{d['identical_steps']} / {d['common_steps']}",
@@ -330,7 +329,7 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
         f"{results['burn_in_steps']:,} unrecorded steps per env and {results['gap_steps']:,} apart, measured by "
         f"`python -m rlhelpers analyze --rollouts {results['n_rollouts']} --stages {results['n_stages']}`. "
         "Actor parameters: the encoder and the policy head.",
-        _table("task1 against task2 actor gradients (same states, same weights)",
+        _table("The two all-action actors' gradients against each other (same states, same weights)",
                ["snapshot", "states", "float32 cosine", "float32 rel. difference", "float64 cosine",
                 "float64 rel. difference"], agreement),
         _table("Variance of the actor's gradient estimators (trace of the covariance; a batch of one rollout, "
@@ -396,7 +395,7 @@ def rescore_markdown(runs_dir: str | Path, rows: list[RunSummary]) -> str:
 def speed_markdown(runs_dir: str | Path, labels: tuple[str, ...]) -> str:
     """The report's speed rule applied to ``labels`` (see ``claims.compare_speed``): each seed's mean
     evaluation return up to the last step every compared curve reaches, and which labels lie below which."""
-    found = compare_speed(load_histories(runs_dir), labels)
+    found = compare_speed(read_runs(runs_dir), labels)
     if not found:
         return f"_No speed comparison yet: each of {', '.join(labels)} needs at least one run with evaluations._"
     seeds = [[name.removeprefix("seed/"), f"{value:.1f}"] for name, value in found.items() if name.startswith("seed/")]

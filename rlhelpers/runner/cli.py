@@ -87,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_options(train_parser)
     campaign_parser = commands.add_parser(
         "campaign", help="train or resume all six runs of the report, N at a time",
-        description="Train or resume a2c, task1 and task2 (or --algos, with --variant if given) with seeds 0 "
-                    "and 100, each in its own process logging to <runs-dir>/<run>/train.log. Finished runs are "
+        description="Train or resume every algorithm of the table (or --algos, with --variant if given) with "
+                    "seeds 0 and 100, each in its own process logging to <runs-dir>/<run>/train.log. Finished runs are "
                     "skipped, runs trained by "
                     "another live process are left alone. Ctrl-C or SIGTERM checkpoints and stops every run.")
     campaign_parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS),
@@ -138,12 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="GIF pixels per observation pixel (84x84 observations; default: 2)")
     analyze_parser = commands.add_parser(
         "analyze", help="measure the report's gradient facts on the runs' snapshots; write a JSON",
-        description="On states visited by each snapshot's own policy: task1 vs task2 actor gradients (float32, "
-                    "float64), the all-action vs sampled-action estimator variance and signal-to-noise, A2C's "
-                    "estimator, bf16 vs fp32, the gradient norm of each weighted loss term and the size of the "
-                    "advantage the actor follows; from each run's newest checkpoint, the share of parameters "
-                    "whose RMSprop mean square lies below epsilon. Snapshots already "
-                    "in the JSON, measured the same way, keep their entries; delete it to measure all anew.")
+        description="On states visited by each snapshot's own policy: the two all-action actors' gradients "
+                    "against each other (float32, float64), the all-action vs sampled-action estimator variance "
+                    "and signal-to-noise, A2C's estimator, bf16 vs fp32, the gradient norm of each weighted loss "
+                    "term and the size of the advantage the actor follows; from each run's newest checkpoint, the "
+                    "share of parameters whose RMSprop mean square lies below epsilon. Snapshots already in the "
+                    "JSON, measured the same way, keep their entries; delete it to measure all anew.")
     analyze_parser.add_argument("--runs-dir", default="runs",
                                 help="directory holding the run directories (default: runs)")
     analyze_parser.add_argument("--out", default=None,

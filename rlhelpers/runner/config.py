@@ -52,9 +52,6 @@ def expected_runs(algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPOR
     return [format_run_name(algo, seed) for algo in algos for seed in seeds]
 
 
-# Same-seed task1/task2 pairs, and for scale the two seeds of each algorithm.
-TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
-SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
 
 
 def parse_run_name(name: str) -> tuple[str, int]:
