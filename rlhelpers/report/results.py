@@ -98,6 +98,7 @@ class RunSummary:
     """One row of the results table, from a run's eval_history.json."""
 
     run_name: str
+    label: str  # the algorithm, or <algo>-<variant>
     env_id: str
     total_timesteps: int
     last_step: int
@@ -161,6 +162,7 @@ def summarize_runs(runs_dir: str | Path, threshold: float = 18.0,
         run_id = record.wandb_run_id or ""
         rows.append(RunSummary(
             run_name=record.name,
+            label=record.label,
             env_id=config.get("env_id", "?"),
             total_timesteps=int(config.get("total_timesteps", 0)),
             last_step=int(steps[-1]),
