@@ -191,7 +191,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
               if "estimator_variance" in s]
     found["states"] = max(states, default=None)
     lr = {record.label: record.config.get("lr") for record in records.values()}
-    found["lr_ratio"] = lr["task1"] / lr["a2c"] if {"a2c", "task1"} <= set(lr) else None
+    found["lr_ratio"] = lr["task1"] / lr["a2c"] if lr.get("task1") and lr.get("a2c") else None
     return found
 
 
