@@ -219,11 +219,11 @@ def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
 
-    unlinked = report.results_markdown(report.summarize_runs(tmp_path / "runs"))
+    unlinked = report.results_markdown(report.evaluated_runs(tmp_path / "runs"))
     assert unlinked.splitlines()[-1].endswith("| `idtask1100` (set wandb_entity to link it) |")
     assert report.project_link(None, "pong-actor-critic") == (
         "W&B project `pong-actor-critic`: set `wandb_entity` to link it.")
-    linked = report.results_markdown(report.summarize_runs(tmp_path / "runs", wandb_entity="student"))
+    linked = report.results_markdown(report.evaluated_runs(tmp_path / "runs"), wandb_entity="student")
     assert linked.splitlines()[-1].endswith(
         "| [idtask1100](https://wandb.ai/student/pong-actor-critic/runs/idtask1100) |")
     assert report.project_link("student", "pong-actor-critic") == (
@@ -328,7 +328,7 @@ def test_analysis_tables_and_agent_video(tmp_path: Path) -> None:
     assert "| task1_seed-0 vs task2_seed-0 |" not in text  # task2 is absent: no pair
     assert "No gradient measurements yet" in report.analysis_markdown(None)
 
-    rows = report.summarize_runs(tmp_path / "runs")
+    rows = report.evaluated_runs(tmp_path / "runs")
     no_policy = report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
     assert "No committed policy yet" in no_policy
     assert "rlhelpers evaluate &lt;runs_dir&gt;/&lt;run&gt; --export" in no_policy
@@ -367,8 +367,8 @@ def test_learning_speed_against_the_published_ranges(tmp_path: Path) -> None:
         _record("a2c", 100, [-20.5, -20.0, -18.0, -10.0, 5.0, 12.0, 16.0, 17.0, 17.5, 17.9, 18.0]),  # 18 not passed
         _record("task1", 0, [-20.5, -20.3, -19.0]),  # left at 2M, still training
     ])
-    rows = report.summarize_runs(tmp_path)
-    assert [r.left_plateau for r in rows] == [3_000_000, 2_000_000, 2_000_000]
+    rows = report.evaluated_runs(tmp_path)
+    assert [r.first_step_above(-20.0, staying=True) for r in rows] == [3_000_000, 2_000_000, 2_000_000]
     text = report.learning_speed_markdown(rows)
     assert "| a2c_seed-0 | 7,000,000 | 3,000,000 | later | 7,000,000 | within |" in text
     assert "| a2c_seed-100 | 10,000,000 | 2,000,000 | within | not yet | later, not reached by 10,000,000 |" in text
@@ -402,6 +402,6 @@ def test_a_run_is_finished_by_its_own_config(tmp_path: Path) -> None:
     record["config"]["stop_return"] = 20.0
     done = _record("a2c", 100, [-20.5, 17.0, 18.5])
     _write_runs(tmp_path, [record, done])
-    rows = {r.run_name: r for r in report.summarize_runs(tmp_path)}
-    assert rows["a2c_seed-0"].first_exceed_step == 1_000_000 and not rows["a2c_seed-0"].finished
-    assert rows["a2c_seed-100"].finished
+    rows = {r.name: r for r in report.evaluated_runs(tmp_path)}
+    assert rows["a2c_seed-0"].first_step_above(18.0) == 1_000_000 and not rows["a2c_seed-0"].finished()
+    assert rows["a2c_seed-100"].finished()

@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.report.plotting import algo_curve, held_returns
-from rlhelpers.report.records import Evaluation, RunRecord, history_divergence, read_runs
+from rlhelpers.report.records import RunRecord, history_divergence, read_runs
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
 
-PLATEAU = -20.0
+PLATEAU = -20.0  # a random policy scores about -20.5 on Pong; a run has left the plateau once it stays above this
 # The report's pairs: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of one algorithm.
 TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
 SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
@@ -82,19 +82,6 @@ def _span(values: Iterable[float]) -> tuple[float, float] | None:
 def label(run_name: str) -> str:
     """The curve a run belongs to: its algorithm, or ``<algo>-<variant>`` (its name without the seed)."""
     return parse_run_name(run_name)[0]
-
-
-def _first_step(evaluations: tuple[Evaluation, ...], above: float, staying: bool = False) -> int | None:
-    """The first evaluation step whose mean exceeds ``above`` (with ``staying``, from which every later one does)."""
-    found = None
-    for evaluation in evaluations:
-        if evaluation.mean > above:
-            found = evaluation.step if found is None else found
-            if not staying:
-                return found
-        elif staying:
-            found = None
-    return found
 
 
 def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, Any]:
@@ -175,8 +162,8 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
     found: dict[str, Any] = {}
     for name, record in records.items():
         if record.evaluations:
-            found[f"pass/{name}"] = _first_step(record.evaluations, target)
-            found[f"leave/{name}"] = _first_step(record.evaluations, PLATEAU, staying=True)
+            found[f"pass/{name}"] = record.first_step_above(target)
+            found[f"leave/{name}"] = record.first_step_above(PLATEAU, staying=True)
             found[f"last/{name}"] = record.last.mean
             found[f"best/{name}"] = record.best.mean
     found.update(compare_speed(records.values(), ALGOS))

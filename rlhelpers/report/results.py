@@ -9,21 +9,15 @@ import ast
 import base64
 import difflib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, compare_speed
-from rlhelpers.report.plotting import (
-    AGENT_GIF,
-    ANALYSIS_JSON,
-    algo_curve,
-    figures_dir,
-)
-from rlhelpers.report.records import history_divergence, read_runs
+from rlhelpers.report.claims import PLATEAU, SEED_PAIRS, TASK_PAIRS, compare_speed
+from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
+from rlhelpers.report.records import RunRecord, history_divergence, read_runs
 from rlhelpers.runner.config import ALGOS, TrainConfig, expected_runs, validate
 
 REPORT_ONLY = "none"
@@ -93,49 +87,10 @@ def project_link(entity: str | None, project: str) -> str:
     return f"W&B project `{project}`: set `wandb_entity` to link it."
 
 
-@dataclass
-class RunSummary:
-    """One row of the results table, from a run's eval_history.json."""
-
-    run_name: str
-    label: str  # the algorithm, or <algo>-<variant>
-    env_id: str
-    total_timesteps: int
-    last_step: int
-    hours: float | None
-    last_mean: float
-    last_sem: float
-    n_episodes: int
-    best_mean: float
-    best_sem: float
-    best_step: int
-    first_above: dict[float, int | None]
-    first_exceed_step: int | None
-    left_plateau: int | None
-    finished: bool  # by its own config: the budget is spent or its last evaluation exceeded its stop_return
-    precision: str
-    wandb_run_id: str
-    wandb_url: str | None
-
-
 MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
-PLATEAU = -20.0  # a random policy scores about -20.5 on Pong; a run has left the plateau once it stays above this
 # Published A2C on Pong with these hyperparameters (rl-baselines3-zoo's runs, OpenAI baselines' Atari 10M
 # benchmark): the environment steps at which the curves leave -20 and pass +18.
 PUBLISHED_A2C = {"leave": (1_000_000, 2_500_000), "pass 18": (6_500_000, 8_000_000)}
-
-
-def _first_step_above(steps: Any, means: Any, level: float) -> int | None:
-    above = [int(s) for s, m in zip(steps, means, strict=True) if m > level]
-    return above[0] if above else None
-
-
-def _first_step_staying_above(steps: Any, means: Any, level: float) -> int | None:
-    """The first evaluation step from which every later mean exceeds ``level`` (None if the last does not):
-    one lucky evaluation on the plateau does not count as leaving it."""
-    below = [i for i, m in enumerate(means) if m <= level]
-    first = below[-1] + 1 if below else 0
-    return int(steps[first]) if first < len(steps) else None
 
 
 def _run_order(name: str) -> tuple[int, str]:
@@ -143,67 +98,33 @@ def _run_order(name: str) -> tuple[int, str]:
     return (order.index(name), "") if name in order else (len(order), name)
 
 
-def summarize_runs(runs_dir: str | Path, threshold: float = 18.0,
-                   wandb_entity: str | None = None) -> list[RunSummary]:
-    """One ``RunSummary`` per run with at least one evaluation under ``runs_dir``, in report order.
-
-    ``threshold`` is the return that must be exceeded; ``wandb_entity`` builds W&B links for runs
-    saved without an entity.
-    """
-    rows = []
-    for record in sorted(read_runs(runs_dir), key=lambda r: _run_order(r.name)):
-        if not record.evaluations:
-            continue
-        curve = algo_curve([record])
-        steps, means, sems, counts = curve.steps, curve.means, curve.sems, curve.counts
-        best = int(means.argmax())
-        config = record.config
-        seconds = record.last.train_seconds
-        run_id = record.wandb_run_id or ""
-        rows.append(RunSummary(
-            run_name=record.name,
-            label=record.label,
-            env_id=config.get("env_id", "?"),
-            total_timesteps=int(config.get("total_timesteps", 0)),
-            last_step=int(steps[-1]),
-            hours=seconds / 3600 if seconds is not None else None,
-            last_mean=float(means[-1]),
-            last_sem=float(sems[-1]),
-            n_episodes=int(counts[-1]),
-            best_mean=float(means[best]),
-            best_sem=float(sems[best]),
-            best_step=int(steps[best]),
-            first_above={level: _first_step_above(steps, means, level) for level in (*MILESTONES, threshold)},
-            first_exceed_step=_first_step_above(steps, means, threshold),
-            left_plateau=_first_step_staying_above(steps, means, PLATEAU),
-            finished=record.finished(),
-            precision=config.get("precision", "not recorded"),
-            wandb_run_id=run_id,
-            wandb_url=wandb_run_url(config.get("wandb_entity") or wandb_entity,
-                                    config.get("wandb_project", ""), run_id),
-        ))
-    return rows
+def evaluated_runs(runs_dir: str | Path) -> list[RunRecord]:
+    """The record of every run under ``runs_dir`` with at least one evaluation: the rows of the report's
+    tables, in report order."""
+    return sorted((r for r in read_runs(runs_dir) if r.evaluations), key=lambda r: _run_order(r.name))
 
 
-def results_markdown(rows: list[RunSummary], threshold: float = 18.0) -> str:
-    """The results table as Markdown (renders in the notebook and in the HTML export)."""
-    if not rows:
+def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_entity: str | None = None) -> str:
+    """The results table as Markdown (renders in the notebook and in the HTML export); ``wandb_entity``
+    builds W&B links for runs saved without an entity."""
+    if not records:
         return "_No run with an evaluation found._"
     levels = (*MILESTONES, threshold)
-    lines = [
-        "| run | env | steps | hours | last eval return ± s.e. (episodes) | best eval return ± s.e. (step) | "
-        + " | ".join(f"first step > {level:g}" for level in levels) + " | precision | W&B |",
-        "|---|---|---:|---:|---:|---:|" + "---:|" * len(levels) + "---|---|",
-    ]
-    for r in rows:
-        firsts = " | ".join(_step_or(r.first_above.get(level), "not reached") for level in levels)
-        hours = f"{r.hours:.1f}" if r.hours is not None else "not recorded"
-        link = (f"[{r.wandb_run_id}]({r.wandb_url})" if r.wandb_url
-                else f"`{r.wandb_run_id}` (set wandb_entity to link it)")
-        lines.append(f"| {r.run_name} | {r.env_id} | {r.last_step:,} | {hours} | {r.last_mean:.2f} ± {r.last_sem:.2f} "
-                     f"({r.n_episodes}) | {r.best_mean:.2f} ± {r.best_sem:.2f} ({r.best_step:,}) | {firsts} | "
-                     f"{r.precision} | {link} |")
-    return "\n".join(lines)
+    table = []
+    for r in records:
+        last, best, seconds = r.last, r.best, r.last.train_seconds
+        run_id = r.wandb_run_id or ""
+        url = wandb_run_url(r.config.get("wandb_entity") or wandb_entity, r.config.get("wandb_project", ""), run_id)
+        table.append([r.name, r.config.get("env_id", "?"), f"{last.step:,}",
+                      f"{seconds / 3600:.1f}" if seconds is not None else "not recorded",
+                      f"{last.mean:.2f} ± {last.sem:.2f} ({len(last.returns)})",
+                      f"{best.mean:.2f} ± {best.sem:.2f} ({best.step:,})",
+                      *(_step_or(r.first_step_above(level), "not reached") for level in levels),
+                      r.config.get("precision", "not recorded"),
+                      f"[{run_id}]({url})" if url else f"`{run_id}` (set wandb_entity to link it)"])
+    return _table(None, ["run", "env", "steps", "hours", "last eval return ± s.e. (episodes)",
+                         "best eval return ± s.e. (step)", *(f"first step > {level:g}" for level in levels),
+                         "precision", "W&B"], table, left=(0, 1, -2, -1))
 
 
 def _step_or(step: int | None, missing: str) -> str:
@@ -219,15 +140,18 @@ def against_published(step: int | None, trained: int, published: tuple[int, int]
     return "earlier" if step < low else "later" if step > high else "within"
 
 
-def learning_speed_markdown(rows: list[RunSummary], threshold: float = 18.0) -> str:
+def learning_speed_markdown(records: list[RunRecord], threshold: float = 18.0) -> str:
     """Per run: when it left the plateau (every later evaluation above -20) and first passed ``threshold``,
     each set against the range of the published A2C curves."""
-    if not rows:
+    if not records:
         return "_No run with an evaluation found._"
     leave, pass_target = PUBLISHED_A2C["leave"], PUBLISHED_A2C["pass 18"]
-    table = [[r.run_name, f"{r.last_step:,}", _step_or(r.left_plateau, "not yet"),
-              against_published(r.left_plateau, r.last_step, leave), _step_or(r.first_exceed_step, "not yet"),
-              against_published(r.first_exceed_step, r.last_step, pass_target)] for r in rows]
+    table = []
+    for r in records:
+        left, passed = r.first_step_above(PLATEAU, staying=True), r.first_step_above(threshold)
+        table.append([r.name, f"{r.last.step:,}", _step_or(left, "not yet"),
+                      against_published(left, r.last.step, leave), _step_or(passed, "not yet"),
+                      against_published(passed, r.last.step, pass_target)])
     return _table("Learning speed against published A2C",
                   ["run", "steps", f"left the plateau (every later eval > {PLATEAU:g}) at",
                    f"against published {leave[0] / 1e6:g}–{leave[1] / 1e6:g}M", f"first eval > {threshold:g} at",
@@ -278,10 +202,13 @@ def _g(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
 
-def _table(title: str, header: list[str], rows: list[list[str]]) -> str:
-    align = ["---"] + ["---:"] * (len(header) - 1)
+def _table(title: str | None, header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
+    """A Markdown table under a bold ``title``; the columns at the indices ``left`` are left-aligned, the others
+    (numbers) right-aligned."""
+    left_columns = {i % len(header) for i in left}
+    align = ["---" if i in left_columns else "---:" for i in range(len(header))]
     lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row)} |" for row in rows]
-    return f"**{title}**\n\n" + "\n".join(lines)
+    return (f"**{title}**\n\n" if title else "") + "\n".join(lines)
 
 
 # The (parameter group, loss term) pairs of the loss-term table; the critic term never reaches the policy head.
@@ -355,36 +282,36 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
     ])
 
 
-def agent_video_html(runs_dir: str | Path, rows: list[RunSummary], gif: str | Path | None = None) -> str:
+def agent_video_html(runs_dir: str | Path, records: list[RunRecord], gif: str | Path | None = None) -> str:
     """HTML embedding the GIF of the best run's committed policy (recorded first if only the policy exists);
     ``gif`` defaults to ``agent.gif`` in the runs' ``figures_dir``."""
     from rlhelpers.report.playback import POLICY_FILE, record_video
 
     gif = Path(gif) if gif is not None else figures_dir(runs_dir) / AGENT_GIF
-    with_policy = [r for r in rows if (Path(runs_dir) / r.run_name / POLICY_FILE).exists()]
+    with_policy = [r for r in records if (Path(runs_dir) / r.name / POLICY_FILE).exists()]
     if not gif.exists():
         if not with_policy:
             return ("<p><em>No committed policy yet: the video appears once a run's policy.pt exists "
                     "(<code>python -m rlhelpers evaluate &lt;runs_dir&gt;/&lt;run&gt; --export</code> writes it "
                     "from the run's newest snapshot).</em></p>")
-        best = max(with_policy, key=lambda r: r.last_mean)
-        record_video(Path(runs_dir) / best.run_name, gif)
+        best = max(with_policy, key=lambda r: r.last.mean)
+        record_video(Path(runs_dir) / best.name, gif)
     data = base64.b64encode(gif.read_bytes()).decode()
     return f'<img src="data:image/gif;base64,{data}" alt="one episode of the trained agent" style="width:336px">'
 
 
-def rescore_markdown(runs_dir: str | Path, rows: list[RunSummary]) -> str:
+def rescore_markdown(runs_dir: str | Path, records: list[RunRecord]) -> str:
     """A table of each run's saved re-score of its float16 policy beside the run's last evaluation."""
     from rlhelpers.report.playback import read_rescore
 
     table = []
-    for row in rows:
-        rescore = read_rescore(Path(runs_dir) / row.run_name)
+    for record in records:
+        rescore = read_rescore(Path(runs_dir) / record.name)
         if rescore is None:
             continue
         verdict = {True: "yes", False: "**no**", None: "n/a"}[rescore.consistent]
         last = "n/a" if rescore.last_mean is None else f"{rescore.last_mean:.2f} ± {rescore.last_sem:.2f}"
-        table.append([row.run_name, f"{rescore.step:,}", f"{rescore.mean:.2f} ± {rescore.sem:.2f}",
+        table.append([record.name, f"{rescore.step:,}", f"{rescore.mean:.2f} ± {rescore.sem:.2f}",
                       str(len(rescore.returns)), last, verdict])
     if not table:
         return ("*No re-score of a committed policy yet: `python -m rlhelpers evaluate <runs_dir>/<run> "
