@@ -133,12 +133,22 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
                     "at later steps.")
     fig.text(0.01, 0.01, caption, fontsize=8, va="bottom", ha="left", wrap=True)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    if out is not None:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=120)
+    _save(fig, out, dpi=120)
     names = {r.name for r in records}
     missing = [name for name in expected_runs(tuple(labels)) if name not in names]
     return fig, missing
+
+
+def _save(fig: Figure, out: str | Path | None, dpi: int = 110) -> None:
+    """Save ``fig`` to ``out`` (its format from the suffix), creating the folder; nothing when ``out`` is None."""
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=dpi)
+
+
+def _seed_style(seed: int | None, styles: tuple[str, ...], other: str) -> str:
+    """The line style or marker of a report seed (its place in ``REPORT_SEEDS``), ``other`` for any other seed."""
+    return styles[REPORT_SEEDS.index(seed) % len(styles)] if seed in REPORT_SEEDS else other
 
 
 def _label_steps(ax: Axes) -> None:
@@ -153,7 +163,6 @@ DIAGNOSTICS = (
     ("charts/episode_return", "training-episode return (last 100)"),
     ("losses/grad_norm", "gradient norm (before clipping)"),
 )
-SEED_STYLES = ("-", "--", ":", "-.")
 # Explained variance is at most 1 but unbounded below: an untrained critic's first updates can reach -200
 # and would flatten the rest of the curve, so its axis starts here and lower values run off it.
 EXPLAINED_VARIANCE_FLOOR = -1.0
@@ -162,19 +171,18 @@ EXPLAINED_VARIANCE_FLOOR = -1.0
 def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels: Sequence[str] = ALGOS) -> Figure:
     """Training diagnostics from the metrics.jsonl of every run of ``labels`` (as in ``plot_comparison``):
     entropy, explained variance, training-episode return and gradient norm against environment steps; one
-    colour per label, one line style per seed."""
+    colour per label, one line style per seed (the styles of ``plot_comparison``'s curves)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     colors = {label: f"C{i}" for i, label in enumerate(labels)}
     for record in read_runs(runs_dir):
         if record.label not in colors:
             continue
         metrics = record.metrics()
-        seed_index = REPORT_SEEDS.index(record.seed) if record.seed in REPORT_SEEDS else -1
         for ax, (key, _) in zip(axes.flat, DIAGNOSTICS, strict=True):
             points = [(m["global_step"], m[key]) for m in metrics if m.get(key) is not None]
             if points:
                 steps, values = zip(*points, strict=True)
-                ax.plot(steps, values, SEED_STYLES[seed_index % len(SEED_STYLES)],
+                ax.plot(steps, values, _seed_style(record.seed, LINE_STYLES, LINE_STYLES[-1]),
                         color=colors[record.label], linewidth=0.9, label=record.name)
     for ax, (key, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
         lowest = min((min(line.get_ydata()) for line in ax.lines), default=0.0)
@@ -189,9 +197,7 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels
     if axes[0, 0].lines:
         axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
-    if out is not None:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=110)
+    _save(fig, out)
     return fig
 
 
@@ -217,8 +223,8 @@ def _draw_series(ax: Axes, series: dict[str, tuple[list[int], list[float]]], sty
     colors = {algo: f"C{i}" for i, algo in enumerate(ALGOS)}
     for run, (steps, values) in series.items():
         algo, seed = run.rsplit("_seed-", 1)
-        marker = SEED_MARKERS[REPORT_SEEDS.index(int(seed)) % 4] if int(seed) in REPORT_SEEDS else "x"
-        ax.plot(steps, values, style, marker=marker, color=colors.get(algo, "k"), label=run + suffix)
+        ax.plot(steps, values, style, marker=_seed_style(int(seed), SEED_MARKERS, "x"), color=colors.get(algo, "k"),
+                label=run + suffix)
 
 
 def plot_mechanism(analysis: dict[str, Any], out: str | Path | None = None) -> Figure:
@@ -257,7 +263,5 @@ def plot_mechanism(analysis: dict[str, Any], out: str | Path | None = None) -> F
     handles = {line.get_label().split(" ")[0]: line for line in head.lines}
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=6, fontsize=8)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    if out is not None:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=110)
+    _save(fig, out)
     return fig
