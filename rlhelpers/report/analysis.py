@@ -143,12 +143,17 @@ def _with_dtype(model: ActorCritic, dtype: torch.dtype, bf16: bool = False) -> A
     return copied
 
 
+def _loss(outputs: tuple[torch.Tensor, torch.Tensor], algo: str, batch: Batch, pg_coef: float, vf_coef: float,
+          ent_coef: float) -> torch.Tensor:
+    """``algo``'s training loss over the batch from the model's ``outputs`` on it, with these coefficients."""
+    logits, critic = outputs
+    return ALGORITHMS[algo].loss(logits, critic, batch.actions, batch.returns.to(logits.dtype), pg_coef=pg_coef,
+                                 vf_coef=vf_coef, ent_coef=ent_coef)[0]
+
+
 def actor_gradient(model: ActorCritic, algo: str, batch: Batch) -> torch.Tensor:
     """Flat gradient of ``algo``'s actor term (pg_coef 1, no critic or entropy term) over the batch."""
-    logits, critic = model(batch.obs)
-    loss, _ = ALGORITHMS[algo].loss(logits, critic, batch.actions, batch.returns.to(logits.dtype),
-                           pg_coef=1.0, vf_coef=0.0, ent_coef=0.0)
-    return _flat_grad(loss, actor_parameters(model))
+    return _flat_grad(_loss(model(batch.obs), algo, batch, 1.0, 0.0, 0.0), actor_parameters(model))
 
 
 def _cosine_and_relative(a: torch.Tensor, b: torch.Tensor) -> dict[str, float]:
@@ -232,9 +237,7 @@ def bf16_agreement(model: ActorCritic, algo: str, batch: Batch, config: TrainCon
     grads = []
     for bf16 in (False, True):
         typed = _with_dtype(model, torch.float32, bf16=bf16)
-        logits, critic = typed(batch.obs)
-        loss, _ = ALGORITHMS[algo].loss(logits, critic, batch.actions, batch.returns, pg_coef=config.pg_coef,
-                               vf_coef=config.vf_coef, ent_coef=config.ent_coef)
+        loss = _loss(typed(batch.obs), algo, batch, config.pg_coef, config.vf_coef, config.ent_coef)
         grads.append(_flat_grad(loss, list(typed.parameters())))
     return _cosine_and_relative(grads[0], grads[1])
 
@@ -245,11 +248,10 @@ def loss_term_gradients(model: ActorCritic, algo: str, batch: Batch, config: Tra
     groups = {"encoder": list(model.encoder.parameters()), "policy_head": list(model.policy_head.parameters())}
     weights = {"actor": (config.pg_coef, 0.0, 0.0), "critic": (0.0, config.vf_coef, 0.0),
                "entropy": (0.0, 0.0, config.ent_coef)}
-    logits, critic = model(batch.obs)
+    outputs = model(batch.obs)
     result: dict[str, Any] = {}
-    for term, (pg_coef, vf_coef, ent_coef) in weights.items():
-        loss, _ = ALGORITHMS[algo].loss(logits, critic, batch.actions, batch.returns, pg_coef=pg_coef, vf_coef=vf_coef,
-                               ent_coef=ent_coef)
+    for term, coefs in weights.items():
+        loss = _loss(outputs, algo, batch, *coefs)
         result[term] = {group: float(_flat_grad(loss, params).norm()) for group, params in groups.items()}
     return result
 
