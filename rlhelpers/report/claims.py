@@ -108,13 +108,16 @@ def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
     return found
 
 
+def pair_divergences(records: dict[str, RunRecord], pairs: Iterable[tuple[str, ...]]) -> dict[str, dict[str, Any]]:
+    """``records.history_divergence`` of each of ``pairs`` whose two runs are both present, by ``<a> vs <b>``."""
+    return {f"{a} vs {b}": history_divergence(records[a], records[b]) for a, b in pairs
+            if a in records and b in records}
+
+
 def _pair_gaps(records: dict[str, RunRecord]) -> dict[str, float | None]:
     """After task1 and task2 of one seed part: their mean gap, and for scale the gap between the two seeds
     of one algorithm at the same steps, with the standard error of one gap."""
-    def pairs(names: tuple[tuple[str, ...], ...]) -> list[dict[str, Any]]:
-        return [history_divergence(records[a], records[b]) for a, b in names if a in records and b in records]
-
-    task, seed = pairs(TASK_PAIRS), pairs(SEED_PAIRS)
+    task, seed = (list(pair_divergences(records, pairs).values()) for pairs in (TASK_PAIRS, SEED_PAIRS))
     steps = {step for d in task for step in d["mean_gap"]}
 
     def mean(divergences: list[dict[str, Any]], key: str) -> float | None:
@@ -192,10 +195,19 @@ def check(claims: Iterable[Claim], measured: dict[str, Any]) -> list[tuple[str, 
     return rows
 
 
+def markdown_table(title: str | None, header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
+    """A Markdown table under a bold ``title``; the columns at the indices ``left`` are left-aligned, the others
+    (numbers) right-aligned."""
+    left_columns = {i % len(header) for i in left}
+    align = ["---" if i in left_columns else "---:" for i in range(len(header))]
+    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row)} |" for row in rows]
+    return (f"**{title}**\n\n" if title else "") + "\n".join(lines)
+
+
 def claims_markdown(rows: list[tuple[str, str, str, bool]]) -> str:
     """The claims check as a Markdown table, with a count of the claims that hold."""
     held = sum(holds for *_, holds in rows)
-    lines = [f"**{held} of {len(rows)} figures in the text hold on the runs present.**", "",
-             "| claim | in the text | measured | holds |", "|---|---|---|---|"]
-    lines += [f"| {says} | {figure} | {now} | {'yes' if holds else '**no**'} |" for says, figure, now, holds in rows]
-    return "\n".join(lines)
+    return markdown_table(f"{held} of {len(rows)} figures in the text hold on the runs present.",
+                          ["claim", "in the text", "measured", "holds"],
+                          [[says, figure, now, "yes" if holds else "**no**"] for says, figure, now, holds in rows],
+                          left=(0, 1, 2, 3))

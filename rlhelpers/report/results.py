@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.report.claims import PLATEAU, SEED_PAIRS, TASK_PAIRS, compare_speed
+from rlhelpers.report.claims import PLATEAU, SEED_PAIRS, TASK_PAIRS, compare_speed, markdown_table, pair_divergences
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
-from rlhelpers.report.records import RunRecord, history_divergence, read_runs
+from rlhelpers.report.records import RunRecord, read_runs
 from rlhelpers.runner.config import ALGOS, TrainConfig, expected_runs, validate
 
 REPORT_ONLY = "none"
@@ -122,9 +122,9 @@ def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_en
                       *(_step_or(r.first_step_above(level), "not reached") for level in levels),
                       r.config.get("precision", "not recorded"),
                       f"[{run_id}]({url})" if url else f"`{run_id}` (set wandb_entity to link it)"])
-    return _table(None, ["run", "env", "steps", "hours", "last eval return ± s.e. (episodes)",
-                         "best eval return ± s.e. (step)", *(f"first step > {level:g}" for level in levels),
-                         "precision", "W&B"], table, left=(0, 1, -2, -1))
+    return markdown_table(None, ["run", "env", "steps", "hours", "last eval return ± s.e. (episodes)",
+                                 "best eval return ± s.e. (step)", *(f"first step > {level:g}" for level in levels),
+                                 "precision", "W&B"], table, left=(0, 1, -2, -1))
 
 
 def _step_or(step: int | None, missing: str) -> str:
@@ -152,34 +152,28 @@ def learning_speed_markdown(records: list[RunRecord], threshold: float = 18.0) -
         table.append([r.name, f"{r.last.step:,}", _step_or(left, "not yet"),
                       against_published(left, r.last.step, leave), _step_or(passed, "not yet"),
                       against_published(passed, r.last.step, pass_target)])
-    return _table("Learning speed against published A2C",
-                  ["run", "steps", f"left the plateau (every later eval > {PLATEAU:g}) at",
-                   f"against published {leave[0] / 1e6:g}–{leave[1] / 1e6:g}M", f"first eval > {threshold:g} at",
-                   f"against published {pass_target[0] / 1e6:g}–{pass_target[1] / 1e6:g}M"], table)
-
-
-DIVERGENCE_PAIRS = (*TASK_PAIRS, *SEED_PAIRS)
+    return markdown_table("Learning speed against published A2C",
+                          ["run", "steps", f"left the plateau (every later eval > {PLATEAU:g}) at",
+                           f"against published {leave[0] / 1e6:g}–{leave[1] / 1e6:g}M",
+                           f"first eval > {threshold:g} at",
+                           f"against published {pass_target[0] / 1e6:g}–{pass_target[1] / 1e6:g}M"], table)
 
 
 def divergence_markdown(runs_dir: str | Path) -> str:
     """Where the evaluation histories of the report's pairs part (``claims.TASK_PAIRS``: equal actor
     gradients, same seed), and how far apart they drift afterwards, beside two seeds of one algorithm."""
-    records = {r.name: r for r in read_runs(runs_dir)}
     table = []
-    for a, b in DIVERGENCE_PAIRS:
-        if a in records and b in records:
-            d = history_divergence(records[a], records[b])
-            gaps, sems = list(d["mean_gap"].values()), list(d["gap_sem"].values())
-            table.append([f"{a} vs {b}", _step_or(d["last_identical_step"], "never"),
-                          f"{d['identical_steps']} / {d['common_steps']}",
-                          f"{np.mean(gaps):.2f}" if gaps else "n/a", f"{max(gaps):.2f}" if gaps else "n/a",
-                          f"{np.mean(sems):.2f}" if sems else "n/a"])
+    for pair, d in pair_divergences({r.name: r for r in read_runs(runs_dir)}, (*TASK_PAIRS, *SEED_PAIRS)).items():
+        gaps, sems = list(d["mean_gap"].values()), list(d["gap_sem"].values())
+        table.append([pair, _step_or(d["last_identical_step"], "never"),
+                      f"{d['identical_steps']} / {d['common_steps']}", f"{np.mean(gaps):.2f}" if gaps else "n/a",
+                      f"{max(gaps):.2f}" if gaps else "n/a", f"{np.mean(sems):.2f}" if sems else "n/a"])
     if not table:
         return "_No pair of runs to compare yet: each needs both runs' evaluation histories._"
-    return _table("Where evaluation histories part: the last step up to which both runs' evaluations are "
-                  "identical, then the gap between their mean returns at the common later steps",
-                  ["pair", "identical up to step", "identical / common evaluations", "mean gap after",
-                   "largest gap after", "mean s.e. of the gap"], table)
+    return markdown_table("Where evaluation histories part: the last step up to which both runs' evaluations are "
+                          "identical, then the gap between their mean returns at the common later steps",
+                          ["pair", "identical up to step", "identical / common evaluations", "mean gap after",
+                           "largest gap after", "mean s.e. of the gap"], table)
 
 
 # ---------------------------------------------------------------- measured facts and the agent on screen
@@ -200,15 +194,6 @@ def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
 
 def _g(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
-
-
-def _table(title: str | None, header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
-    """A Markdown table under a bold ``title``; the columns at the indices ``left`` are left-aligned, the others
-    (numbers) right-aligned."""
-    left_columns = {i % len(header) for i in left}
-    align = ["---" if i in left_columns else "---:" for i in range(len(header))]
-    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row)} |" for row in rows]
-    return (f"**{title}**\n\n" if title else "") + "\n".join(lines)
 
 
 # The (parameter group, loss term) pairs of the loss-term table; the critic term never reaches the policy head.
@@ -258,27 +243,28 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
         f"{results['burn_in_steps']:,} unrecorded steps per env and {results['gap_steps']:,} apart, measured by "
         f"`python -m rlhelpers analyze --rollouts {results['n_rollouts']} --stages {results['n_stages']}`. "
         "Actor parameters: the encoder and the policy head.",
-        _table("The two all-action actors' gradients against each other (same states, same weights)",
-               ["snapshot", "states", "float32 cosine", "float32 rel. difference", "float64 cosine",
-                "float64 rel. difference"], agreement),
-        _table("Variance of the actor's gradient estimators (trace of the covariance; a batch of one rollout, "
-               f"{batch} states, treated as independent)",
-               ["snapshot", "estimator", "per state (over actions)", "per sample", f"batch of {batch}",
-                "batch: sampled / all-action", "‖E g‖²", f"signal / noise, batch of {batch}"],
-               variance)
+        markdown_table("The two all-action actors' gradients against each other (same states, same weights)",
+                       ["snapshot", "states", "float32 cosine", "float32 rel. difference", "float64 cosine",
+                        "float64 rel. difference"], agreement),
+        markdown_table("Variance of the actor's gradient estimators (trace of the covariance; a batch of one rollout, "
+                       f"{batch} states, treated as independent)",
+                       ["snapshot", "estimator", "per state (over actions)", "per sample", f"batch of {batch}",
+                        "batch: sampled / all-action", "‖E g‖²", f"signal / noise, batch of {batch}"],
+                       variance)
         + "\n\n‖E g‖² is estimated without bias, as |mean g|² minus the variance of that mean over the states "
           "measured; a negative value means the mean gradient is smaller than this measurement's own noise.",
-        _table("bf16 against fp32 (gradient of the full loss, all parameters)",
-               ["snapshot", "cosine", "rel. difference"], bf16),
-        _table("Which term moves the policy: gradient norm of each weighted term of the run's own loss "
-               "(c_pg × actor, c_vf × critic, c_ent × entropy)",
-               ["snapshot", *(f"{group.replace('_', ' ')}: {term}" for group, term in TERM_COLUMNS)], terms),
-        *([_table("The advantage the actor follows, and the critic's error against its n-step targets R_t "
-                  "(root mean square over the states)",
-                  ["snapshot", "advantage", "advantage RMS", "critic RMS error"], scale)] if scale else []),
-        *([_table("RMSprop's regime at each run's last checkpoint: the step is lr·g/√(v+ε); where the running "
-                  "mean square v is below ε it is plain gradient descent at rate lr/√ε, proportional to the gradient",
-                  ["run", "step", "parameters", "count", "v < ε", "median √v"], regimes)] if regimes else []),
+        markdown_table("bf16 against fp32 (gradient of the full loss, all parameters)",
+                       ["snapshot", "cosine", "rel. difference"], bf16),
+        markdown_table("Which term moves the policy: gradient norm of each weighted term of the run's own loss "
+                       "(c_pg × actor, c_vf × critic, c_ent × entropy)",
+                       ["snapshot", *(f"{group.replace('_', ' ')}: {term}" for group, term in TERM_COLUMNS)], terms),
+        *([markdown_table("The advantage the actor follows, and the critic's error against its n-step targets R_t "
+                          "(root mean square over the states)",
+                          ["snapshot", "advantage", "advantage RMS", "critic RMS error"], scale)] if scale else []),
+        *([markdown_table("RMSprop's regime at each run's last checkpoint: the step is lr·g/√(v+ε); where the "
+                          "running mean square v is below ε it is plain gradient descent at rate lr/√ε, proportional "
+                          "to the gradient",
+                          ["run", "step", "parameters", "count", "v < ε", "median √v"], regimes)] if regimes else []),
     ])
 
 
@@ -316,9 +302,9 @@ def rescore_markdown(runs_dir: str | Path, records: list[RunRecord]) -> str:
     if not table:
         return ("*No re-score of a committed policy yet: `python -m rlhelpers evaluate <runs_dir>/<run> "
                 "--export --episodes 30` writes one, with the policy.pt it re-scores.*")
-    return _table("The committed float16 policies re-scored on fresh seeds, beside each run's last evaluation "
-                  "(within: the two means differ by at most 1.96 standard errors of their difference)",
-                  ["run", "policy step", "re-score", "episodes", "last evaluation", "within"], table)
+    return markdown_table("The committed float16 policies re-scored on fresh seeds, beside each run's last evaluation "
+                          "(within: the two means differ by at most 1.96 standard errors of their difference)",
+                          ["run", "policy step", "re-score", "episodes", "last evaluation", "within"], table)
 
 
 def speed_markdown(runs_dir: str | Path, labels: tuple[str, ...]) -> str:
@@ -330,6 +316,6 @@ def speed_markdown(runs_dir: str | Path, labels: tuple[str, ...]) -> str:
     seeds = [[name.removeprefix("seed/"), f"{value:.1f}"] for name, value in found.items() if name.startswith("seed/")]
     below = [f"{key.split('/')[1]} below {key.split('/')[2]}" for key, value in found.items()
              if key.startswith("below/") and value]
-    return (_table(f"Mean evaluation return of each seed up to {found['until']:,} steps, the last step every "
-                   "compared curve reaches", ["run", "mean return"], seeds)
+    return (markdown_table(f"Mean evaluation return of each seed up to {found['until']:,} steps, the last step every "
+                           "compared curve reaches", ["run", "mean return"], seeds)
             + "\n\nBoth seeds below both of the other's: " + ("; ".join(below) or "none") + ".")
