@@ -18,7 +18,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullForma
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import mean_and_sem
 from rlhelpers.report.records import RunRecord, read_runs
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, parse_run_name
 
 # Two curves can coincide (the all-action actors' gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
@@ -222,8 +222,8 @@ def _draw_series(ax: Axes, series: dict[str, tuple[list[int], list[float]]], sty
     """One line per run: the colour of its algorithm, a marker per seed."""
     colors = {algo: f"C{i}" for i, algo in enumerate(ALGOS)}
     for run, (steps, values) in series.items():
-        algo, seed = run.rsplit("_seed-", 1)
-        ax.plot(steps, values, style, marker=_seed_style(int(seed), SEED_MARKERS, "x"), color=colors.get(algo, "k"),
+        algo, seed = parse_run_name(run)
+        ax.plot(steps, values, style, marker=_seed_style(seed, SEED_MARKERS, "x"), color=colors.get(algo, "k"),
                 label=run + suffix)
 
 
