@@ -121,9 +121,12 @@ def actor_parameters(model: ActorCritic) -> list[torch.nn.Parameter]:
     return [p for name, p in model.named_parameters() if not name.startswith("critic_head.")]
 
 
-def _signal(mean_g: torch.Tensor, variance: float, n: int) -> float:
-    """Unbiased estimate of |E g|^2 from the mean of n draws and their (population) variance."""
-    return float(mean_g.square().sum()) - (variance / (n - 1) if n > 1 else 0.0)
+def _gradient_signal(mean_g: torch.Tensor, variance: float, n: int, params: list[torch.nn.Parameter]) -> dict[str, Any]:
+    """What both estimator measurements report first: the counts, |mean g|^2 and the signal |E g|^2, estimated
+    without bias from the mean of n draws and their (population) variance."""
+    mean_sq = float(mean_g.square().sum())
+    return {"n_states": n, "n_parameters": sum(p.numel() for p in params), "mean_gradient_sq_norm": mean_sq,
+            "signal_sq_norm": mean_sq - (variance / (n - 1) if n > 1 else 0.0)}
 
 
 def _ratio(a: float, b: float) -> float:
@@ -196,19 +199,16 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
     mean_g = sum_g / n
     state_var = sum_sq_g / n - float(mean_g.square().sum())
     per_state_action_var = action_var / n
-    signal = _signal(mean_g, state_var, n)
+    signal = _gradient_signal(mean_g, state_var, n, params)
     per_sample = {"all_action": state_var, "sampled": state_var + per_state_action_var}
     batch_var = {name: var / batch_size for name, var in per_sample.items()}
     return {
-        "n_states": n,
-        "n_parameters": sum(p.numel() for p in params),
-        "mean_gradient_sq_norm": float(mean_g.square().sum()),
-        "signal_sq_norm": signal,
+        **signal,
         "per_state": {"all_action": 0.0, "sampled": per_state_action_var},
         "state_variance": state_var,
         "per_sample": per_sample,
         "batch": {"size": batch_size, **batch_var},
-        "batch_signal_to_noise": {name: _ratio(signal, var) for name, var in batch_var.items()},
+        "batch_signal_to_noise": {name: _ratio(signal["signal_sq_norm"], var) for name, var in batch_var.items()},
         "sampled_over_all_action_batch": _ratio(per_sample["sampled"], per_sample["all_action"]),
         "expectation_identity_max_relative_error": identity_error,
     }
@@ -225,11 +225,9 @@ def a2c_estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) ->
     stacked = torch.stack(grads)
     mean_g = stacked.mean(0)
     variance = float((stacked - mean_g).square().sum(1).mean())
-    signal = _signal(mean_g, variance, len(grads))
-    return {"n_states": len(grads), "n_parameters": sum(p.numel() for p in params),
-            "mean_gradient_sq_norm": float(mean_g.square().sum()), "signal_sq_norm": signal,
-            "per_sample": variance, "batch": {"size": batch_size, "sampled": variance / batch_size},
-            "batch_signal_to_noise": {"sampled": _ratio(signal, variance / batch_size)}}
+    signal = _gradient_signal(mean_g, variance, len(grads), params)
+    return {**signal, "per_sample": variance, "batch": {"size": batch_size, "sampled": variance / batch_size},
+            "batch_signal_to_noise": {"sampled": _ratio(signal["signal_sq_norm"], variance / batch_size)}}
 
 
 def bf16_agreement(model: ActorCritic, algo: str, batch: Batch, config: TrainConfig) -> dict[str, float]:
