@@ -1,6 +1,7 @@
-"""What ``report.ipynb`` shows besides training and the plots: the validated run config, the results
-table, the learning speed against the published curves, the measured facts, the agent's video and the
-status of the analysis. Where the runs live and how W&B is set up, on Colab or elsewhere, is ``colab``'s.
+"""What ``report.ipynb`` shows besides training and the plots: its checked parameters and run config, the
+results table (a row per ``RunRecord`` of ``evaluated_runs``), the learning speed against the published curves,
+where paired histories part, the measured gradient facts, the re-scores and the agent's video. Where the runs
+live and how W&B is set up, on Colab or elsewhere, is ``colab``'s.
 """
 
 from __future__ import annotations
