@@ -16,7 +16,6 @@ from rlhelpers.runner.config import (
     ALGOS,
     ATARI_DEFAULTS,
     CLASSIC_CONTROL_DEFAULTS,
-    ENV_DEPENDENT_FIELDS,
     TrainConfig,
 )
 
@@ -61,12 +60,9 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] =
     for f in dataclasses.fields(TrainConfig):
         if f.name in skip:
             continue
-        if f.name in ENV_DEPENDENT_FIELDS:
-            by = [what for what, table in (("algo", ALGORITHMS["a2c"].defaults), ("env", ENV_DEFAULTS))
+        set_by = [what for what, table in (("algo", ALGORITHMS["a2c"].defaults), ("env", ENV_DEFAULTS))
                   if f.name in table]
-            default_text = "set by " + " and ".join(by)
-        else:
-            default_text = f.metadata.get("default", f.default)
+        default_text = "set by " + " and ".join(set_by) if set_by else f.metadata.get("default", f.default)
         if overrides is not None:
             default_text = overrides.get(f.name, default_text)
         parser.add_argument(

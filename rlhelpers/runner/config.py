@@ -69,8 +69,6 @@ ATARI_DEFAULTS: dict[str, float] = {"n_envs": 16, "eval_interval": 300_000, "sto
 # and a larger lr let every algorithm solve CartPole within 300k steps (tests/test_learning.py).
 CLASSIC_CONTROL_DEFAULTS: dict[str, float] = {"n_envs": 8, "lr": 7e-3, "ent_coef": 0.0, "eval_interval": 10_000}
 
-ENV_DEPENDENT_FIELDS = ("n_envs", "eval_interval", "stop_return", "lr", "pg_coef", "vf_coef", "ent_coef")
-
 
 @dataclass
 class TrainConfig(AgentConfig):
