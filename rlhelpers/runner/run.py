@@ -158,6 +158,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     lock.acquire()
     trainer = None
     tracker = None
+    exit_code = 1  # until the session ends without an exception: a failed one shows as such in W&B
     try:
         run_dir.remove_stale_files()  # leftovers of a writer killed mid-checkpoint; we hold the lock now
         state = run_dir.load_latest_checkpoint()
@@ -200,15 +201,11 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         tracker = Tracker(config, run_id, metrics_log)
         with StopRequest() as stop, _progress_bar(trainer, show_progress) as bar:  # SIGTERM: checkpoint, return
             stop_reason = _train_loop(trainer, run_dir, lock, tracker, run_id, bar, stop)
+        exit_code = 0
         return RunResult(run_dir.path, trainer.num_timesteps, trainer.eval_history, stop_reason, tracker.url, run_id)
-    except BaseException:
-        if tracker is not None:
-            tracker.finish(exit_code=1)  # an interrupted or failed session shows as such in W&B
-            tracker = None
-        raise
     finally:
         if tracker is not None:
-            tracker.finish()
+            tracker.finish(exit_code=exit_code)
         if trainer is not None:
             trainer.close()
         lock.release()
