@@ -136,6 +136,13 @@ def _empty_and_unlink(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
+def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+    """(step, path) of the files in ``folder`` whose name ``pattern`` numbers with a step, oldest first."""
+    if not folder.is_dir():
+        return []
+    return sorted((int(match.group(1)), entry) for entry in folder.iterdir() if (match := pattern.match(entry.name)))
+
+
 def load_checkpoint_file(path: Path) -> dict[str, Any]:
     """Load one checkpoint with ``weights_only=True``; raise ``RLHelpersError`` if it is truncated or corrupt.
 
@@ -194,22 +201,11 @@ class RunDirectory:
 
     def checkpoints(self) -> list[tuple[int, Path]]:
         """(step, path) of every step-numbered checkpoint present, newest first."""
-        if not self.path.is_dir():
-            return []
-        found = []
-        for entry in self.path.iterdir():
-            match = CHECKPOINT_PATTERN.match(entry.name)
-            if match:
-                found.append((int(match.group(1)), entry))
-        return sorted(found, reverse=True)
+        return _step_files(self.path, CHECKPOINT_PATTERN)[::-1]
 
     def snapshots(self) -> list[tuple[int, Path]]:
         """(step, path) of every model snapshot present, oldest first."""
-        folder = self.path / SNAPSHOT_DIR
-        if not folder.is_dir():
-            return []
-        return sorted((int(match.group(1)), entry) for entry in folder.iterdir()
-                      if (match := SNAPSHOT_PATTERN.match(entry.name)))
+        return _step_files(self.path / SNAPSHOT_DIR, SNAPSHOT_PATTERN)
 
     def _save_verified(self, obj: dict[str, Any], target: Path, verify: Callable[[Path], object], what: str,
                        note: str = "") -> None:
