@@ -106,13 +106,16 @@ def _history_record(trainer: Trainer, run_id: str) -> dict[str, Any]:
             "provenance": trainer.sessions, "history": trainer.eval_history}
 
 
-def _checkpoint(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, run_id: str) -> None:
-    """Save the training state, then eval_history.json: the history may lag the checkpoint, never lead it."""
+def _checkpoint(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, run_id: str, clock_origin: float) -> float:
+    """Save the training state, its training time counted up to now from ``clock_origin``, then eval_history.json
+    (the history may lag the checkpoint, never lead it); return the time the save ended."""
+    trainer.train_seconds = time.monotonic() - clock_origin
     state = trainer.state_dict()
     state["wandb_run_id"] = run_id
     run_dir.save_checkpoint(state, trainer.num_timesteps, trainer.config.keep_checkpoints)
     run_dir.write_history(_history_record(trainer, run_id))
     lock.heartbeat()
+    return time.monotonic()
 
 
 def _next_multiple(step: int, interval: int) -> int:
@@ -239,9 +242,7 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
             last_eval_step, next_eval = trainer.num_timesteps, _next_multiple(trainer.num_timesteps, cfg.eval_interval)
             score = mean_return(record)
             tracker.log(evaluation_metrics(record), trainer.num_timesteps)
-            trainer.train_seconds = time.monotonic() - clock_origin
-            _checkpoint(trainer, run_dir, lock, run_id)
-            last_save = time.monotonic()
+            last_save = _checkpoint(trainer, run_dir, lock, run_id, clock_origin)
             bar.set_postfix_str(f"eval {score:.1f}", refresh=False)
             if score > cfg.stop_return:
                 stop_reason = "stop_return"
@@ -265,9 +266,7 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
         # rewriting checkpoint-<step>.pt in place is what a synced folder such as Drive may lose.
         evaluates_next = trainer.num_timesteps >= min(next_eval, cfg.total_timesteps)
         if stop.requested or (time.monotonic() - last_save >= cfg.checkpoint_interval_s and not evaluates_next):
-            trainer.train_seconds = time.monotonic() - clock_origin
-            _checkpoint(trainer, run_dir, lock, run_id)
-            last_save = time.monotonic()
+            last_save = _checkpoint(trainer, run_dir, lock, run_id, clock_origin)
             if stop.requested:
                 return "stopped by SIGTERM"
     if snapshot_step != trainer.num_timesteps:  # the final weights, unless the schedule just saved them
