@@ -263,12 +263,16 @@ def has_wandb_key() -> bool:
     return bool(entry and entry[2])  # (login, account, password): the password is the key
 
 
+# How to make a W&B API key available, for the errors of what needs one.
+ADD_WANDB_KEY = ("set WANDB_API_KEY or run `wandb login` (on Colab, add the secret WANDB_API_KEY and rerun the "
+                 "set-up cells)")
+
+
 def resolve_wandb_mode(mode: str | None) -> str:
     """The requested mode, or ``online`` when a key is available and ``offline`` otherwise. An explicit
     ``online`` without a key raises ``RLHelpersError`` (W&B would prompt for one, or fail without a terminal)."""
     if mode == "online" and not has_wandb_key():
-        raise RLHelpersError("wandb_mode 'online' needs an API key: set WANDB_API_KEY or run `wandb login` (on Colab, "
-                             "add the secret WANDB_API_KEY and rerun the set-up cells), or use wandb_mode 'offline'")
+        raise RLHelpersError(f"wandb_mode 'online' needs an API key: {ADD_WANDB_KEY}, or use wandb_mode 'offline'")
     if mode is not None:
         return mode
     return "online" if has_wandb_key() else "offline"
