@@ -8,20 +8,12 @@ Layout of ``<runs_dir>/<algo>_seed-<seed>/``::
     snapshots/model-000001000000.pt   model weights only, every ``snapshot_interval`` steps, for the analysis
     owner.json                   the single-writer lock (see ``runlock``)
 
-A checkpoint is first written and verified in a local staging directory (one per run under the
-system temp dir), then copied into the run directory under a temporary name, fsynced and renamed to
-its step-numbered name; model snapshots take the same path. Older checkpoints are deleted only after
-the new one is in place, keeping the newest ``keep``. Nothing is ever overwritten in place, so a kill
-at any moment (or a Google Drive mount that uploads late or does not rename atomically) leaves at
-least the previous good checkpoint. On resume the newest checkpoint that loads wins; broken ones are
-reported, skipped, and renamed to ``.broken`` once a resume from an older one has started, so that
-their names are written afresh. An unreadable eval_history.json is rebuilt from the checkpoint resumed from.
-Pruned checkpoints are renamed to ``.tmp`` and truncated to zero bytes before they are deleted, so
-that they do not fill the Drive Trash (which counts against the quota).
-``remove_stale_files`` clears what a killed writer left behind (``*.tmp`` files, the staging dir).
-A kill therefore never leaves an incomplete file under a checkpoint's name.
-``load_model`` reads a snapshot, or a policy exported from one, back as a float32 model. No save, check
-or load here draws from the random generators that training uses (a test holds them unchanged).
+A checkpoint or snapshot is written and verified in a local staging directory, then copied into the
+run directory under a temporary name, fsynced and renamed; older checkpoints are pruned only after the
+new one is in place. Nothing is overwritten in place, so a kill at any moment (or a Google Drive mount
+that uploads late or does not rename atomically) leaves at least the previous good checkpoint, and
+never an incomplete file under a checkpoint's name. On resume the newest checkpoint that loads wins.
+No save, check or load here draws from the random generators that training uses (a test holds them unchanged).
 
 Test-only hook: when the environment variable ``RLHELPERS_TEST_WRITE_DELAY_S`` is set, the copy of a
 checkpoint or snapshot into the run directory pauses that many seconds halfway, so a test can kill mid-write.
@@ -131,29 +123,24 @@ def _copy_file(src: Any, dst: Any) -> None:
     shutil.copyfileobj(src, dst, 1 << 20)
 
 
-def _discard(path: Path) -> None:
-    """Delete ``path``: rename it to a temporary name, truncate it to zero bytes, then unlink it.
+def _empty_and_unlink(path: Path) -> None:
+    """Truncate ``path`` to zero bytes, then delete it (nothing happens if it is gone already).
 
     On a Google Drive mount a deleted file goes to the Drive Trash and counts against the storage
-    quota for 30 days; truncated first, it counts as nothing. The rename comes first so that a kill
-    at any moment never leaves an empty file under a checkpoint's name: it leaves at most a ``.tmp``
-    file, which ``remove_stale_files`` clears.
+    quota for 30 days; truncated first, it counts as nothing.
     """
-    doomed = path.with_name(path.name + ".tmp")
-    try:
-        os.replace(path, doomed)
-    except FileNotFoundError:
-        return
-    _empty_and_unlink(doomed)
-
-
-def _empty_and_unlink(path: Path) -> None:
-    """Truncate ``path`` to zero bytes, then delete it (nothing happens if it is gone already)."""
     try:
         os.truncate(path, 0)
     except FileNotFoundError:
         return
     path.unlink(missing_ok=True)
+
+
+def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+    """(step, path) of the files in ``folder`` whose name ``pattern`` numbers with a step, oldest first."""
+    if not folder.is_dir():
+        return []
+    return sorted((int(match.group(1)), entry) for entry in folder.iterdir() if (match := pattern.match(entry.name)))
 
 
 def load_checkpoint_file(path: Path) -> dict[str, Any]:
@@ -214,43 +201,34 @@ class RunDirectory:
 
     def checkpoints(self) -> list[tuple[int, Path]]:
         """(step, path) of every step-numbered checkpoint present, newest first."""
-        if not self.path.is_dir():
-            return []
-        found = []
-        for entry in self.path.iterdir():
-            match = CHECKPOINT_PATTERN.match(entry.name)
-            if match:
-                found.append((int(match.group(1)), entry))
-        return sorted(found, reverse=True)
+        return _step_files(self.path, CHECKPOINT_PATTERN)[::-1]
 
     def snapshots(self) -> list[tuple[int, Path]]:
         """(step, path) of every model snapshot present, oldest first."""
-        folder = self.path / SNAPSHOT_DIR
-        if not folder.is_dir():
-            return []
-        return sorted((int(match.group(1)), entry) for entry in folder.iterdir()
-                      if (match := SNAPSHOT_PATTERN.match(entry.name)))
+        return _step_files(self.path / SNAPSHOT_DIR, SNAPSHOT_PATTERN)
 
-    def _save_verified(self, obj: dict[str, Any], target: Path, verify: Callable[[Path], object]) -> None:
-        """Save ``obj`` in the local staging dir, ``verify`` that it loads, then copy it durably to ``target``."""
+    def _save_verified(self, obj: dict[str, Any], target: Path, verify: Callable[[Path], object], what: str,
+                       note: str = "") -> None:
+        """Save ``obj`` in the local staging dir, ``verify`` that it loads, then copy it durably to ``target``;
+        a failure raises ``write_error`` for the ``what`` (checkpoint, snapshot) named ``target``."""
         local = self.staging_path / target.name
         try:
+            target.parent.mkdir(exist_ok=True)
             local.parent.mkdir(parents=True, exist_ok=True)
             torch.save(obj, local)
             verify(local)
             with open(local, "rb") as src:
                 _write_durably(target, lambda dst: _copy_file(src, dst))
+        except (OSError, RuntimeError, RLHelpersError) as exc:
+            # torch.save reports a full disk as a RuntimeError ("unexpected pos ...").
+            raise write_error(f"{what} {target}", exc, note) from exc
         finally:
             local.unlink(missing_ok=True)
 
     def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> Path:
         """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""
         target = self.path / checkpoint_name(step)
-        try:
-            self._save_verified(state, target, load_checkpoint_file)
-        except (OSError, RuntimeError, RLHelpersError) as exc:
-            # torch.save reports a full disk as a RuntimeError ("unexpected pos ...").
-            raise write_error(f"checkpoint {target}", exc, "the previous checkpoint is intact") from exc
+        self._save_verified(state, target, load_checkpoint_file, "checkpoint", "the previous checkpoint is intact")
         self.prune(step, keep)
         return target
 
@@ -258,11 +236,7 @@ class RunDirectory:
         """Write ``snapshot`` (model weights and what rebuilds the model) as ``snapshots/model-<step>.pt``,
         verified and atomic like a checkpoint."""
         target = self.path / SNAPSHOT_DIR / snapshot_name(step)
-        try:
-            target.parent.mkdir(exist_ok=True)
-            self._save_verified(snapshot, target, load_model)
-        except (OSError, RuntimeError, RLHelpersError) as exc:
-            raise write_error(f"snapshot {target}", exc) from exc
+        self._save_verified(snapshot, target, load_model, "snapshot")
         return target
 
     def prune(self, step: int, keep: int) -> None:
@@ -273,7 +247,11 @@ class RunDirectory:
         """
         older = [path for old_step, path in self.checkpoints() if old_step < step]
         for old in older[max(keep - 1, 0):]:
-            _discard(old)
+            # Renamed to .tmp first, so that a kill never leaves an empty file under a checkpoint's name,
+            # only a .tmp file that remove_stale_files clears.
+            doomed = old.with_name(old.name + ".tmp")
+            os.replace(old, doomed)
+            _empty_and_unlink(doomed)
 
     def set_aside_newer(self, step: int) -> list[Path]:
         """Rename the checkpoints newer than ``step`` (after a resume from ``step``, those that did not load)

@@ -16,7 +16,6 @@ from rlhelpers.runner.config import (
     ALGOS,
     ATARI_DEFAULTS,
     CLASSIC_CONTROL_DEFAULTS,
-    ENV_DEPENDENT_FIELDS,
     TrainConfig,
 )
 
@@ -61,12 +60,9 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] =
     for f in dataclasses.fields(TrainConfig):
         if f.name in skip:
             continue
-        if f.name in ENV_DEPENDENT_FIELDS:
-            by = [what for what, table in (("algo", ALGORITHMS["a2c"].defaults), ("env", ENV_DEFAULTS))
+        set_by = [what for what, table in (("algo", ALGORITHMS["a2c"].defaults), ("env", ENV_DEFAULTS))
                   if f.name in table]
-            default_text = "set by " + " and ".join(by)
-        else:
-            default_text = f.metadata.get("default", f.default)
+        default_text = "set by " + " and ".join(set_by) if set_by else f.metadata.get("default", f.default)
         if overrides is not None:
             default_text = overrides.get(f.name, default_text)
         parser.add_argument(
@@ -82,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m rlhelpers",
                                      description="Train and compare actor-critic agents.")
     commands = parser.add_subparsers(dest="command", required=True)
+    # --runs-dir of the commands that read runs; train and campaign have it among the config's options.
+    reads_runs = argparse.ArgumentParser(add_help=False)
+    reads_runs.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
+
     train_parser = commands.add_parser("train", help="train or resume one run (algo, seed)",
                                        description="Train one run, or resume it from its newest checkpoint.")
     _add_config_options(train_parser)
@@ -89,32 +89,28 @@ def build_parser() -> argparse.ArgumentParser:
         "campaign", help="train or resume all six runs of the report, N at a time",
         description="Train or resume every algorithm of the table (or --algos, with --variant if given) with "
                     "seeds 0 and 100, each in its own process logging to <runs-dir>/<run>/train.log. Finished runs are "
-                    "skipped, runs trained by "
-                    "another live process are left alone. Ctrl-C or SIGTERM checkpoints and stops every run.")
+                    "skipped, runs trained by another live process are left alone. Ctrl-C or SIGTERM checkpoints and "
+                    "stops every run.")
     campaign_parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS),
                                  help="train only these algorithms' runs (default: all three)")
     campaign_parser.add_argument("--parallel", type=whole_number, default=None,
                                  help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
     _add_config_options(campaign_parser, skip=RUN_FIELDS, overrides={
         "torch_threads": "1 when several runs share a CPU, else torch's default"})
-    status_parser = commands.add_parser("status", help="one line per run: steps, evaluations, speed, state",
-                                        description="Print the state of the report's six runs, and of any other "
-                                                    "run present (variants), from their files.")
-    status_parser.add_argument("--runs-dir", default="runs",
-                               help="directory holding the run directories (default: runs)")
-    plot_parser = commands.add_parser("plot", help="draw the comparison plot from the runs present",
+    commands.add_parser("status", parents=[reads_runs], help="one line per run: steps, evaluations, speed, state",
+                        description="Print the state of the report's six runs, and of any other run present "
+                                    "(variants), from their files.")
+    plot_parser = commands.add_parser("plot", parents=[reads_runs],
+                                      help="draw the comparison plot from the runs present",
                                       description="Draw the comparison plot from every eval_history.json found "
                                                   "(the runs must all be of one environment).")
-    plot_parser.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
     plot_parser.add_argument("--out", default=None,
                              help="image to write, .png, .pdf or .svg (default: comparison.png in figures/ for "
                                   "the committed runs/, in <runs-dir>/figures/ for another runs directory)")
     publish_parser = commands.add_parser(
-        "publish", help="upload every run to W&B from its local files, each record once",
+        "publish", parents=[reads_runs], help="upload every run to W&B from its local files, each record once",
         description="Create or resume one W&B run per run directory (its stored id, name <algo>_seed-<seed>) and "
                     "log every line of metrics.jsonl and every evaluation that W&B does not hold yet. Safe to repeat.")
-    publish_parser.add_argument("--runs-dir", default="runs",
-                                help="directory holding the run directories (default: runs)")
     publish_parser.add_argument("--project", default=None,
                                 help="W&B project (default: the one each run was trained with)")
     publish_parser.add_argument("--entity", default=None,
@@ -137,15 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate_parser.add_argument("--video-scale", type=whole_number, default=2,
                                  help="GIF pixels per observation pixel (84x84 observations; default: 2)")
     analyze_parser = commands.add_parser(
-        "analyze", help="measure the report's gradient facts on the runs' snapshots; write a JSON",
+        "analyze", parents=[reads_runs],
+        help="measure the report's gradient facts on the runs' snapshots; write a JSON",
         description="On states visited by each snapshot's own policy: the two all-action actors' gradients "
                     "against each other (float32, float64), the all-action vs sampled-action estimator variance "
                     "and signal-to-noise, A2C's estimator, bf16 vs fp32, the gradient norm of each weighted loss "
                     "term and the size of the advantage the actor follows; from each run's newest checkpoint, the "
                     "share of parameters whose RMSprop mean square lies below epsilon. Snapshots already in the "
                     "JSON, measured the same way, keep their entries; delete it to measure all anew.")
-    analyze_parser.add_argument("--runs-dir", default="runs",
-                                help="directory holding the run directories (default: runs)")
     analyze_parser.add_argument("--out", default=None,
                                 help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
                                      "in <runs-dir>/figures/ for another runs directory)")

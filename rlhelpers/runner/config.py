@@ -16,6 +16,7 @@ import netrc
 import os
 import re
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,6 @@ def expected_runs(algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPOR
     return [format_run_name(algo, seed) for algo in algos for seed in seeds]
 
 
-
-
 def parse_run_name(name: str) -> tuple[str, int]:
     """``(algo, seed)`` from a ``format_run_name`` name."""
     match = RUN_NAME_PATTERN.match(name)
@@ -61,18 +60,14 @@ def parse_run_name(name: str) -> tuple[str, int]:
         raise ValueError(f"{name!r} is not a run name of the form <algo>{RUN_NAME_SEPARATOR}<seed>")
     return match["algo"], int(match["seed"])
 
+
 # Atari run shape of docs/experiment.md; stop_return 18 is Pong's "solved" (other games: pass --stop-return).
 ATARI_DEFAULTS: dict[str, float] = {"n_envs": 16, "eval_interval": 300_000, "stop_return": 18.0}
 
-# Classic control (CartPole-v1): the learning tests' settings; stop_return is the env's reward_threshold
-# (475). With the Atari settings a2c/task1 reached only 250/200 after 300k steps (seed 0). Returns of up
-# to ~100 make the critic term dominate the clipped gradient norm (task1, first 600 updates: critic
-# ~4-6, actor ~0.01, clip 0.5), and RMSprop's square average starts at one, so the policy moves slowly.
-# More updates per step (8 envs) and a larger lr fix it; tests/test_learning.py checks that every
-# algorithm solves CartPole within 300k steps with these settings.
+# Classic control (CartPole-v1): stop_return is the env's reward_threshold (475). With the Atari settings the
+# critic term dominates the clipped gradient norm and the policy moves slowly; more updates per step (8 envs)
+# and a larger lr let every algorithm solve CartPole within 300k steps (tests/test_learning.py).
 CLASSIC_CONTROL_DEFAULTS: dict[str, float] = {"n_envs": 8, "lr": 7e-3, "ent_coef": 0.0, "eval_interval": 10_000}
-
-ENV_DEPENDENT_FIELDS = ("n_envs", "eval_interval", "stop_return", "lr", "pg_coef", "vf_coef", "ent_coef")
 
 
 @dataclass
@@ -182,16 +177,20 @@ def _type_problem(config: TrainConfig) -> str | None:
     return None
 
 
+def check_choice(what: str, value: object, choices: Iterable[str]) -> None:
+    """Raise ``RLHelpersError`` unless ``value`` is one of ``choices``, naming them."""
+    if value not in choices:
+        raise RLHelpersError(f"unknown {what} {value!r}: choose one of {', '.join(choices)}")
+
+
 def validate(config: TrainConfig) -> TrainConfig:
     """Raise ``RLHelpersError`` naming the first bad value; return the config unchanged otherwise."""
     problem = _type_problem(config)
     if problem is not None:
         raise RLHelpersError(problem)
-    if config.algo not in ALGORITHMS:
-        raise RLHelpersError(f"unknown algo {config.algo!r}: choose one of {', '.join(ALGORITHMS)}")
+    check_choice("algo", config.algo, ALGORITHMS)
     if config.variant:
-        if config.variant not in VARIANTS:
-            raise RLHelpersError(f"unknown variant {config.variant!r}: choose one of {', '.join(VARIANTS)}")
+        check_choice("variant", config.variant, VARIANTS)
         changes = VARIANTS[config.variant]
         contradicted = [f"{name} {changes[name]:g}, got {getattr(config, name)!r}" for name in changes
                         if getattr(config, name) != changes[name]]
@@ -216,21 +215,18 @@ def validate(config: TrainConfig) -> TrainConfig:
     for name in ("pg_coef", "vf_coef", "ent_coef"):
         if getattr(config, name) < 0:
             raise RLHelpersError(f"{name} must be non-negative, got {getattr(config, name)!r}")
-    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
-        raise RLHelpersError(f"seed must be a non-negative integer, got {config.seed!r}")
-    for name in ("torch_threads", "env_threads"):
+    for name in ("seed", "torch_threads", "env_threads"):
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise RLHelpersError(f"{name} must be a non-negative integer, got {value!r}")
-    if config.precision not in PRECISIONS:
-        raise RLHelpersError(f"unknown precision {config.precision!r}: choose one of {', '.join(PRECISIONS)}")
+    check_choice("precision", config.precision, PRECISIONS)
     n_evals = config.total_timesteps // config.eval_interval + 2
     if (config.seed + config.total_timesteps + config.n_envs > EVAL_SEED_OFFSET
             or config.seed + n_evals * config.n_eval_envs >= EVAL_SEED_OFFSET):
         raise RLHelpersError(f"seed + total_timesteps is too large for the environments' int32 seeds "
                              f"(at most {EVAL_SEED_OFFSET:,} together)")
-    if config.wandb_mode is not None and config.wandb_mode not in WANDB_MODES:
-        raise RLHelpersError(f"unknown wandb_mode {config.wandb_mode!r}: choose one of {', '.join(WANDB_MODES)}")
+    if config.wandb_mode is not None:
+        check_choice("wandb_mode", config.wandb_mode, WANDB_MODES)
     if config.device != "auto" and not config.device.startswith(("cpu", "cuda", "mps")):
         raise RLHelpersError(f"unknown device {config.device!r}: use auto, cpu, cuda or mps")
     return config
@@ -267,12 +263,16 @@ def has_wandb_key() -> bool:
     return bool(entry and entry[2])  # (login, account, password): the password is the key
 
 
+# How to make a W&B API key available, for the errors of what needs one.
+ADD_WANDB_KEY = ("set WANDB_API_KEY or run `wandb login` (on Colab, add the secret WANDB_API_KEY and rerun the "
+                 "set-up cells)")
+
+
 def resolve_wandb_mode(mode: str | None) -> str:
     """The requested mode, or ``online`` when a key is available and ``offline`` otherwise. An explicit
     ``online`` without a key raises ``RLHelpersError`` (W&B would prompt for one, or fail without a terminal)."""
     if mode == "online" and not has_wandb_key():
-        raise RLHelpersError("wandb_mode 'online' needs an API key: set WANDB_API_KEY or run `wandb login` (on Colab, "
-                             "add the secret WANDB_API_KEY and rerun the set-up cells), or use wandb_mode 'offline'")
+        raise RLHelpersError(f"wandb_mode 'online' needs an API key: {ADD_WANDB_KEY}, or use wandb_mode 'offline'")
     if mode is not None:
         return mode
     return "online" if has_wandb_key() else "offline"

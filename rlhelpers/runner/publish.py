@@ -28,7 +28,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics
 from rlhelpers.report.records import Evaluation, RunRecord, read_run, run_dirs
 from rlhelpers.runner.checkpoint import HISTORY_FILE
-from rlhelpers.runner.config import has_wandb_key
+from rlhelpers.runner.config import ADD_WANDB_KEY, check_choice, has_wandb_key
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.tracking import init_run
 
@@ -150,13 +150,11 @@ def publish_runs(runs_dir: str | Path, mode: str = "online", project: str | None
     Runs that a live process is training are skipped (publish them once they stop). Online mode needs
     an API key (``WANDB_API_KEY`` or ``wandb login``); without one it raises ``RLHelpersError``.
     """
-    if mode not in PUBLISH_MODES:
-        raise RLHelpersError(f"unknown publish mode {mode!r}: choose one of {', '.join(PUBLISH_MODES)}")
+    check_choice("publish mode", mode, PUBLISH_MODES)
     if mode == "online" and not has_wandb_key():
-        raise RLHelpersError(
-            "publishing online needs a W&B API key and none was found: set WANDB_API_KEY (on Colab, add the secret "
-            "WANDB_API_KEY and rerun the set-up cell) or run `wandb login`, then publish again; or pass --mode "
-            "offline to write one complete offline run per (algo, seed) for a later `wandb sync`")
+        raise RLHelpersError(f"publishing online needs a W&B API key and none was found: {ADD_WANDB_KEY}, then "
+                             "publish again; or pass --mode offline to write one complete offline run per (algo, seed) "
+                             "for a later `wandb sync`")
     runs = run_dirs(runs_dir)
     if not runs:
         raise RLHelpersError(f"no run directory with an {HISTORY_FILE} in {runs_dir}; pass the --runs-dir "

@@ -106,13 +106,16 @@ def _history_record(trainer: Trainer, run_id: str) -> dict[str, Any]:
             "provenance": trainer.sessions, "history": trainer.eval_history}
 
 
-def _checkpoint(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, run_id: str) -> None:
-    """Save the training state, then eval_history.json: the history may lag the checkpoint, never lead it."""
+def _checkpoint(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, run_id: str, clock_origin: float) -> float:
+    """Save the training state, its training time counted up to now from ``clock_origin``, then eval_history.json
+    (the history may lag the checkpoint, never lead it); return the time the save ended."""
+    trainer.train_seconds = time.monotonic() - clock_origin
     state = trainer.state_dict()
     state["wandb_run_id"] = run_id
     run_dir.save_checkpoint(state, trainer.num_timesteps, trainer.config.keep_checkpoints)
     run_dir.write_history(_history_record(trainer, run_id))
     lock.heartbeat()
+    return time.monotonic()
 
 
 def _next_multiple(step: int, interval: int) -> int:
@@ -158,6 +161,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     lock.acquire()
     trainer = None
     tracker = None
+    exit_code = 1  # until the session ends without an exception: a failed one shows as such in W&B
     try:
         run_dir.remove_stale_files()  # leftovers of a writer killed mid-checkpoint; we hold the lock now
         state = run_dir.load_latest_checkpoint()
@@ -200,15 +204,11 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         tracker = Tracker(config, run_id, metrics_log)
         with StopRequest() as stop, _progress_bar(trainer, show_progress) as bar:  # SIGTERM: checkpoint, return
             stop_reason = _train_loop(trainer, run_dir, lock, tracker, run_id, bar, stop)
+        exit_code = 0
         return RunResult(run_dir.path, trainer.num_timesteps, trainer.eval_history, stop_reason, tracker.url, run_id)
-    except BaseException:
-        if tracker is not None:
-            tracker.finish(exit_code=1)  # an interrupted or failed session shows as such in W&B
-            tracker = None
-        raise
     finally:
         if tracker is not None:
-            tracker.finish()
+            tracker.finish(exit_code=exit_code)
         if trainer is not None:
             trainer.close()
         lock.release()
@@ -242,9 +242,7 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
             last_eval_step, next_eval = trainer.num_timesteps, _next_multiple(trainer.num_timesteps, cfg.eval_interval)
             score = mean_return(record)
             tracker.log(evaluation_metrics(record), trainer.num_timesteps)
-            trainer.train_seconds = time.monotonic() - clock_origin
-            _checkpoint(trainer, run_dir, lock, run_id)
-            last_save = time.monotonic()
+            last_save = _checkpoint(trainer, run_dir, lock, run_id, clock_origin)
             bar.set_postfix_str(f"eval {score:.1f}", refresh=False)
             if score > cfg.stop_return:
                 stop_reason = "stop_return"
@@ -268,9 +266,7 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
         # rewriting checkpoint-<step>.pt in place is what a synced folder such as Drive may lose.
         evaluates_next = trainer.num_timesteps >= min(next_eval, cfg.total_timesteps)
         if stop.requested or (time.monotonic() - last_save >= cfg.checkpoint_interval_s and not evaluates_next):
-            trainer.train_seconds = time.monotonic() - clock_origin
-            _checkpoint(trainer, run_dir, lock, run_id)
-            last_save = time.monotonic()
+            last_save = _checkpoint(trainer, run_dir, lock, run_id, clock_origin)
             if stop.requested:
                 return "stopped by SIGTERM"
     if snapshot_step != trainer.num_timesteps:  # the final weights, unless the schedule just saved them

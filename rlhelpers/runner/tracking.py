@@ -42,9 +42,9 @@ def init_run(project: str, entity: str | None, name: str, run_id: str, config: d
 
 class Tracker:
     """A W&B run named ``<algo>_seed-<seed>`` that is resumed under its stored id, in the mode of ``config``
-    as ``resolve_config`` settled it; every record also goes to the local ``metrics_log`` when one is given."""
+    as ``resolve_config`` settled it; every record also goes to the run's local ``metrics_log``."""
 
-    def __init__(self, config: TrainConfig, run_id: str, metrics_log: MetricsLog | None = None) -> None:
+    def __init__(self, config: TrainConfig, run_id: str, metrics_log: MetricsLog) -> None:
         self.metrics_log = metrics_log
         if config.wandb_mode == "offline" and not has_wandb_key():
             print("W&B: no API key found, so nothing is uploaded; the run's metrics.jsonl keeps every record. "
@@ -59,8 +59,7 @@ class Tracker:
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         """Log ``metrics`` at environment step ``step`` (to W&B and to the local metrics log)."""
-        if self.metrics_log is not None:
-            self.metrics_log.append(metrics, step)
+        self.metrics_log.append(metrics, step)
         self.run.log({**metrics, "global_step": step})
 
     def finish(self, exit_code: int = 0) -> None:
