@@ -84,3 +84,15 @@ def test_the_speed_rule_needs_both_seeds_below_both(tmp_path: Path) -> None:
     assert found["below/task1-pg1/a2c"] and found["below/task1-pg1/task1"]
     assert not found["below/task1/a2c"]  # task1 seed 100 (-10.7) lies above A2C seed 100 (-11.3)
     assert claims.compare_speed(records, ("a2c", "task2")) == {}
+
+
+def test_a_variants_measurements_stay_out_of_the_report_runs_figures() -> None:
+    """The ablation's snapshots are analysed beside the report's runs; the text's ranges are the report runs'."""
+    with_variant = json.loads(json.dumps(COMMITTED_ANALYSIS))
+    entry = json.loads(json.dumps(with_variant["snapshots"]["task1_seed-0@3000000"]))
+    entry["run"] = "task1-pg1_seed-0"
+    entry["estimator_variance"]["sampled_over_all_action_batch"] *= 100
+    entry["task_gradient_agreement"]["float32"]["relative_difference"] = 0.5
+    entry["loss_term_gradients"]["actor"]["policy_head"] *= 100
+    with_variant["snapshots"]["task1-pg1_seed-0@3000000"] = entry
+    assert claims._gradient_facts(with_variant) == claims._gradient_facts(COMMITTED_ANALYSIS)

@@ -128,7 +128,8 @@ def _pair_gaps(records: dict[str, RunRecord]) -> dict[str, float | None]:
 
 
 def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
-    snapshots = list((analysis or {}).get("snapshots", {}).values())
+    # The report's runs only: a variant's snapshots (the ablation's) are measured beside them, not pooled in.
+    snapshots = [s for s in (analysis or {}).get("snapshots", {}).values() if label(s["run"]) in ALGOS]
     trained = [s for s in snapshots if s["step"] > 0]
     agreement = [s["task_gradient_agreement"] for s in snapshots if "task_gradient_agreement" in s]
     variance = [s["estimator_variance"] for s in trained if "estimator_variance" in s]

@@ -206,10 +206,11 @@ SEED_MARKERS = ("o", "s", "^", "D")
 
 
 def _snapshot_series(analysis: dict[str, Any], value: Any) -> dict[str, tuple[list[int], list[float]]]:
-    """Per run, the steps of its trained snapshots (step 0 left out) and ``value(entry)`` at each, where defined."""
+    """Per report run (variants left out), the steps of its trained snapshots (step 0 left out) and
+    ``value(entry)`` at each, where defined."""
     series: dict[str, tuple[list[int], list[float]]] = {}
     for entry in sorted(analysis.get("snapshots", {}).values(), key=lambda e: (e["run"], e["step"])):
-        measured = value(entry) if entry["step"] > 0 else None
+        measured = value(entry) if entry["step"] > 0 and parse_run_name(entry["run"])[0] in ALGOS else None
         if measured is not None:
             steps, values = series.setdefault(entry["run"], ([], []))
             steps.append(entry["step"])
