@@ -5,9 +5,7 @@ prose writes it and names the measurement behind it; ``check`` measures them all
 evaluation histories and the gradient analysis (``figures/analysis.json``) and says, claim by claim,
 whether the text still holds. ``measure`` returns the measurements by name:
 
-- ``pass/<run>``, ``leave/<run>``: the first evaluation step above the target, and the step from which
-  every later evaluation stays above -20 (the plateau of a random policy);
-  ``last/<run>``, ``best/<run>``: the mean return of the last and of the best evaluation;
+- ``pass/<run>``: the first evaluation step above the target; ``last/<run>``: the last evaluation's mean return;
 - ``until``: the last step that every compared curve reaches; ``curve/<label>`` the mean return of a
   label's seed-averaged curve up to it and ``seed/<run>`` each seed's; ``below/<label>/<other>``: whether
   both of the label's seeds lie below both of the other's (the report's rule for "learned more slowly");
@@ -15,11 +13,11 @@ whether the text still holds. ``measure`` returns the measurements by name:
   between two seeds of one algorithm at the same steps, and the standard error of one gap;
 - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
   ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
-  gradients), ``variance_ratio``, ``snr_all_action``, ``snr_sampled``, ``head_actor_ratio`` (A2C's
+  gradients), ``variance_ratio``, ``head_actor_ratio`` (A2C's
   actor-term gradient on the policy head over task1's, same seed and step), ``advantage/<algo>``,
   ``error_over_spread`` (task1's critic error over its action spread), ``encoder_critic_over_actor/<algo>``,
   ``eps_share/<algo>`` (share of policy-head parameters whose RMSprop mean square is below epsilon) and
-  ``lr_ratio`` (task1's learning rate over A2C's), ``states`` (states measured per snapshot);
+  ``lr_ratio`` (task1's learning rate over A2C's);
 - ``budget``: the report runs' training budget, when they share one.
 
 A measurement with nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
@@ -39,7 +37,6 @@ from rlhelpers.report.plotting import algo_curve, held_returns
 from rlhelpers.report.records import RunRecord, history_divergence, read_runs
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
 
-PLATEAU = -20.0  # a random policy scores about -20.5 on Pong; a run has left the plateau once it stays above this
 # The report's pairs: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of one algorithm.
 TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
 SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
@@ -139,8 +136,6 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
         "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
         "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
         "variance_ratio": _span(v["sampled_over_all_action_batch"] for v in variance),
-        "snr_all_action": _span(v["batch_signal_to_noise"]["all_action"] for v in variance),
-        "snr_sampled": _span(v["batch_signal_to_noise"]["sampled"] for v in variance),
         "head_actor_ratio": _span(value / head_actor[("task1", seed, step)]
                                   for (lab, seed, step), value in head_actor.items()
                                   if lab == "a2c" and head_actor.get(("task1", seed, step))),
@@ -158,29 +153,20 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
     return found
 
 
-def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float = 18.0,
-            ablation: Iterable[str] = ()) -> dict[str, Any]:
+def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float = 18.0) -> dict[str, Any]:
     """Every measurement the claims can name (see the module docstring), from the runs in ``runs_dir``
-    and the gradient ``analysis``; ``ablation`` adds a speed comparison of those labels (``ablation/...``)."""
+    and the gradient ``analysis``."""
     records = {r.name: r for r in read_runs(runs_dir)}
     found: dict[str, Any] = {}
     for name, record in records.items():
         if record.evaluations:
             found[f"pass/{name}"] = record.first_step_above(target)
-            found[f"leave/{name}"] = record.first_step_above(PLATEAU, staying=True)
             found[f"last/{name}"] = record.last.mean
-            found[f"best/{name}"] = record.best.mean
     found.update(compare_speed(records.values(), ALGOS))
-    ablation = tuple(ablation)
-    if ablation:
-        found.update({f"ablation/{key}": value for key, value in compare_speed(records.values(), ablation).items()})
     found.update(_pair_gaps(records))
     found.update(_gradient_facts(analysis))
     budgets = {record.config.get("total_timesteps") for record in records.values() if not record.variant}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
-    states = [s["estimator_variance"]["n_states"] for s in (analysis or {}).get("snapshots", {}).values()
-              if "estimator_variance" in s]
-    found["states"] = max(states, default=None)
     lr = {record.label: record.config.get("lr") for record in records.values()}
     found["lr_ratio"] = lr["task1"] / lr["a2c"] if lr.get("task1") and lr.get("a2c") else None
     return found
