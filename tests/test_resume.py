@@ -33,8 +33,9 @@ def test_resume_continues_history_and_wandb_run(tmp_path, monkeypatch) -> None:
     assert steps == [0, 1_000, 2_000, 3_000, 4_000, 5_000, 6_000]
     assert second.eval_history[:4] == first.eval_history  # history intact, nothing re-evaluated
     assert second.wandb_run_id == first.wandb_run_id
+    # offline-run-<time>-<id>, with '-1' appended when both sessions started in the same second
     offline_runs = sorted(p.name for p in (wandb_dir / "wandb").glob("offline-run-*"))
-    assert len(offline_runs) == 2 and all(name.endswith(first.wandb_run_id) for name in offline_runs)
+    assert len(offline_runs) == 2 and all(f"-{first.wandb_run_id}" in name for name in offline_runs)
 
     saved = json.loads(run_dir.history_path.read_text())
     assert [p["step"] for p in saved["history"]] == steps
