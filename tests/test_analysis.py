@@ -20,7 +20,6 @@ from rlhelpers.report.analysis import (
     actor_gradient,
     advantage_scale,
     analyze_runs,
-    bf16_agreement,
     collect_batch,
     estimator_variance,
     loss_term_gradients,
@@ -144,15 +143,6 @@ def test_a2c_variance_of_two_samples_is_their_half_distance_squared() -> None:
     assert math.isclose(snr, result["signal_sq_norm"] / result["batch"]["sampled"])
     same = Batch(batch.obs[:1].repeat(3, 1), batch.actions[:1].repeat(3), batch.returns[:1].repeat(3))
     assert a2c_estimator_variance(model, same, batch_size=80)["per_sample"] < 1e-12
-
-
-def test_bf16_gradient_is_close_to_but_not_float32() -> None:
-    torch.manual_seed(2)
-    model = build_model((4, 84, 84), 6, "task1")
-    batch = Batch(torch.randint(0, 256, (4, 4, 84, 84), dtype=torch.uint8), torch.tensor([0, 1, 2, 3]),
-                  torch.tensor([1.0, -1.0, 0.0, 0.5]))
-    result = bf16_agreement(model, "task1", batch, TrainConfig(algo="task1"))
-    assert 0.99 < result["cosine"] < 1.0 and result["relative_difference"] > 0
 
 
 def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tmp_path, monkeypatch) -> None:

@@ -53,7 +53,6 @@ def cartpole_args(runs_dir, *extra: str) -> list[str]:
     (["--ent-coef", "-0.01"], "ent_coef must be non-negative, got -0.01"),
     (["--seed", "-1"], "seed must be a non-negative integer, got -1"),
     (["--torch-threads", "-1"], "torch_threads must be a non-negative integer, got -1"),
-    (["--precision", "fp8"], "unknown precision 'fp8': choose one of auto, fp32, bf16"),
     (["--env-id", "Pendulum-v1"], "Pendulum-v1 has a Box(-2.0, 2.0, (1,), float32) action space"),
     (["--env-id", GRID_ENV], f"{GRID_ENV} has Box(0.0, 1.0, (3, 3), float32) observations; only Atari frames"),
     # training seeds (seed + step + env) would reach the evaluation seeds, which start at 2**30

@@ -32,7 +32,7 @@ from rlhelpers.runner.config import TrainConfig
 def pong_run(tmp_path: Path) -> Path:
     """A Pong run directory with one snapshot of an untrained model and a last evaluation near -20.5."""
     torch.manual_seed(0)
-    config = TrainConfig(algo="task1", n_eval_envs=2, precision="fp32")
+    config = TrainConfig(algo="task1", n_eval_envs=2)
     model = build_model((4, 84, 84), 6, "task1")
     run = tmp_path / "task1_seed-0"
     (run / SNAPSHOT_DIR).mkdir(parents=True)

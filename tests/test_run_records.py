@@ -1,4 +1,4 @@
-"""What a run leaves for the report: precision in its identity, provenance, the metrics log, model
+"""What a run leaves for the report: its identity, provenance, the metrics log, model
 snapshots, and a checkpoint when it is asked to stop with SIGTERM."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.networks import NatureEncoder, build_model, cpu_has_native_bf16, resolve_precision
+from rlhelpers.core.networks import build_model
 from rlhelpers.report.records import read_run
 from rlhelpers.runner.checkpoint import SNAPSHOT_DIR, RunDirectory
-from rlhelpers.runner.config import TrainConfig, resolve_config
+from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog, read_metrics
 from rlhelpers.runner.provenance import git_commit
 from rlhelpers.runner.run import train
@@ -34,56 +34,20 @@ def cartpole(tmp_path: Path, total: int, **overrides: object) -> TrainConfig:
     return TrainConfig(**{**values, **overrides})
 
 
-# ---------------------------------------------------------------- precision
+# ---------------------------------------------------------------- a bf16 run of an earlier version
 
-def test_precision_resolution() -> None:
-    cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert resolve_precision("auto", cuda) == "fp32"
-    assert resolve_precision("auto", cpu, image_obs=False) == "fp32"
-    assert resolve_precision("auto", cpu) == ("bf16" if cpu_has_native_bf16() else "fp32")
-    assert resolve_precision("bf16", cuda) == "bf16" and resolve_precision("fp32", cpu) == "fp32"
-    assert resolve_config(TrainConfig(env_id="CartPole-v1", device="cpu"))[0].precision == "fp32"
-    with pytest.raises(ValueError, match="unresolved precision"):
-        build_model((4,), 2, "a2c", precision="auto")
-
-
-def test_bf16_encoder_runs_in_bfloat16_and_stays_close_to_fp32() -> None:
-    torch.manual_seed(0)
-    fp32 = NatureEncoder(4, bf16=False)
-    bf16 = NatureEncoder(4, bf16=True)
-    bf16.load_state_dict(fp32.state_dict())
-    frames = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)
-    a, b = fp32(frames), bf16(frames)
-    assert b.dtype == torch.float32
-    assert not torch.equal(a, b)  # the arithmetic really differs
-    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.99
-
-
-def test_resume_with_another_precision_is_refused(tmp_path: Path) -> None:
-    train(cartpole(tmp_path, 200, precision="fp32"), show_progress=False)
-    saved = RunDirectory(tmp_path / "task1_seed-0").read_history()
-    assert saved["config"]["precision"] == "fp32"
-    with pytest.raises(RLHelpersError, match="precision: saved 'fp32' != requested 'bf16'"):
-        train(cartpole(tmp_path, 400, precision="bf16"), show_progress=False)
-    train(cartpole(tmp_path, 400, precision="auto"), show_progress=False)  # auto keeps the saved fp32
-
-
-def test_auto_resumes_in_the_saved_precision(tmp_path: Path) -> None:
-    # A run moved to a machine where auto would pick the other precision resumes in its own.
-    assert resolve_config(cartpole(tmp_path, 200, precision="auto"))[0].precision == "fp32"
-    train(cartpole(tmp_path, 200, precision="bf16"), show_progress=False)
-    result = train(cartpole(tmp_path, 400, precision="auto"), show_progress=False)
-    assert result.num_timesteps == 400
-    saved = RunDirectory(tmp_path / "task1_seed-0").read_history()
-    assert saved["config"]["precision"] == "bf16"
-    assert [session["precision"] for session in saved["provenance"]] == ["bf16", "bf16"]
-
-
-def test_unknown_precision_is_named() -> None:
-    from rlhelpers.runner.config import validate
-
-    with pytest.raises(RLHelpersError, match="unknown precision 'fp8'"):
-        validate(TrainConfig(precision="fp8"))
+def test_a_run_trained_in_bf16_by_an_earlier_version_is_not_resumed_in_fp32(tmp_path: Path) -> None:
+    train(cartpole(tmp_path, 200), show_progress=False)
+    run = RunDirectory(tmp_path / "task1_seed-0")
+    record = run.read_history()
+    record["config"]["precision"] = "bf16"  # as versions that trained the encoder in bfloat16 saved it
+    run.write_history(record)
+    state = run.load_latest_checkpoint()
+    state["config"]["precision"] = "bf16"
+    path = run.checkpoints()[0][1]
+    torch.save(state, path)
+    with pytest.raises(RLHelpersError, match="precision: saved 'bf16', while this version trains in fp32 only"):
+        train(cartpole(tmp_path, 400), show_progress=False)
 
 
 # ---------------------------------------------------------------- provenance, metrics, snapshots
@@ -107,7 +71,7 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     assert (first["start_step"], second["start_step"]) == (0, 2_000)
     for key in ("rlhelpers", "torch", "gymnasium", "ale_py", "numpy", "python", "device_name", "cpu_count"):
         assert first[key], key
-    assert first["device"] == "cpu" and first["precision"] == "fp32" and first["torch_threads"] >= 1
+    assert first["device"] == "cpu" and first["torch_threads"] >= 1
     assert first["torch"] == str(torch.__version__)
     commit, _ = git_commit(REPO)
     assert first["git_commit"] == commit  # None only where the package is not in a git checkout
@@ -166,7 +130,7 @@ def test_snapshots_every_interval_rebuild_the_model(tmp_path: Path) -> None:
     final = torch.load(snapshots[-1], weights_only=True)
     assert final["step"] == 2_500 and "optimizer" not in final
     model = build_model(tuple(final["obs_shape"]), final["n_actions"], final["config"]["algo"],
-                        final["config"]["hidden_size"], final["config"]["precision"])
+                        final["config"]["hidden_size"])
     model.load_state_dict(final["model"])
     newest = run.load_latest_checkpoint()
     assert newest["num_timesteps"] == 2_500

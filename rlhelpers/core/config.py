@@ -48,11 +48,6 @@ class AgentConfig:
         default=30, metadata={"help": "parallel evaluation environments (at most n_eval_episodes are used)"}
     )
     device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda, mps"})
-    precision: str = field(
-        default="auto",
-        metadata={"help": "encoder arithmetic: fp32, bf16, or auto (a saved run's own; for a new run bf16 on a CPU "
-                          "with native bfloat16, else fp32)"},
-    )
     torch_threads: int = field(
         default=0, metadata={"help": "CPU threads for torch; 0 keeps torch's default (1 helps on a busy machine)"}
     )

@@ -32,7 +32,7 @@ class Trainer:
 
     def __init__(self, config: AgentConfig, device: torch.device | None = None,
                  model: ActorCritic | None = None) -> None:
-        """``config`` as ``resolve_config`` returns it (validated, precision resolved); ``device`` defaults to
+        """``config`` as ``resolve_config`` returns it (validated, W&B mode resolved); ``device`` defaults to
         ``resolve_device(config.device)``; ``model`` replaces the one built from the config."""
         self.config = config
         self.device = resolve_device(config.device) if device is None else device
@@ -48,7 +48,7 @@ class Trainer:
         self.n_actions = int(self.env.single_action_space.n)
         self.clip_rewards = atari_game(config.env_id) is not None
         if model is None:
-            model = build_model(obs_space.shape, self.n_actions, config.algo, config.hidden_size, config.precision)
+            model = build_model(obs_space.shape, self.n_actions, config.algo, config.hidden_size)
         self.model = model.to(self.device)
         self.optimizer = RMSpropTFLike(self.model.parameters(), lr=config.lr, alpha=config.rms_alpha,
                                        eps=config.rms_eps)

@@ -33,17 +33,16 @@ through a stop-gradient). Their count is reported with each result.
    of that mean (variance / (n - 1) over n states or samples), and the signal-to-noise ratio of a
    batch of B: |E g|^2 / (variance / B). Above 1, a batch's gradient points mostly where the expected
    gradient does; below 1, mostly in directions that the next batch undoes.
-4. ``bf16_agreement``: the gradient of the full loss with the encoder in bfloat16 against float32.
-5. ``loss_term_gradients``: the norm of the gradient that each weighted term of a run's own loss
+4. ``loss_term_gradients``: the norm of the gradient that each weighted term of a run's own loss
    (c_pg x actor, c_vf x critic, c_ent x entropy) puts on the encoder and on the policy head: which
    term moves the policy, and which shapes the shared features.
-6. ``advantage_scale``: the size of the advantage that weights the actor's gradient, and of the critic's
+5. ``advantage_scale``: the size of the advantage that weights the actor's gradient, and of the critic's
    error against its own n-step targets R_t, as root mean squares over the batch. For a Q critic the
    advantage is Q(s,a) - V~(s), its size the pi-weighted spread sqrt(sum_a pi(a|s) (Q(s,a) - V~(s))^2),
    and the error R_t - Q(s_t,a_t); for A2C's V critic both are A_t = R_t - V(s_t). A Q critic whose
    spread over the actions is small beside its error gives the all-action actor a small and unreliable
    signal, however low its variance.
-7. ``optimizer_regime`` (per run, from its newest checkpoint, the only state that keeps the optimizer):
+6. ``optimizer_regime`` (per run, from its newest checkpoint, the only state that keeps the optimizer):
    TF-style RMSprop steps by lr g / sqrt(v + eps), v the running mean square of the parameter's
    gradient. Where v is far below eps, the step is plain gradient descent at rate lr / sqrt(eps),
    proportional to the gradient, so a loss term's weight and its advantage's size set how far the
@@ -139,13 +138,6 @@ def _flat_grad(output: torch.Tensor, params: list[torch.nn.Parameter]) -> torch.
                                                                                                   strict=True)])
 
 
-def _with_dtype(model: ActorCritic, dtype: torch.dtype, bf16: bool = False) -> ActorCritic:
-    copied = copy.deepcopy(model).to(dtype)
-    if hasattr(copied.encoder, "bf16"):
-        copied.encoder.bf16 = bf16
-    return copied
-
-
 def _loss(outputs: tuple[torch.Tensor, torch.Tensor], algo: str, batch: Batch, pg_coef: float, vf_coef: float,
           ent_coef: float) -> torch.Tensor:
     """``algo``'s training loss over the batch from the model's ``outputs`` on it, with these coefficients."""
@@ -170,7 +162,7 @@ def task_gradient_agreement(model: ActorCritic, batch: Batch) -> dict[str, Any]:
     result: dict[str, Any] = {"n_states": len(batch.actions),
                               "n_parameters": sum(p.numel() for p in actor_parameters(model))}
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
-        typed = _with_dtype(model, dtype)
+        typed = copy.deepcopy(model).to(dtype)
         result[name] = _cosine_and_relative(actor_gradient(typed, "task1", batch),
                                             actor_gradient(typed, "task2", batch))
     return result
@@ -228,16 +220,6 @@ def a2c_estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) ->
     signal = _gradient_signal(mean_g, variance, len(grads), params)
     return {**signal, "per_sample": variance, "batch": {"size": batch_size, "sampled": variance / batch_size},
             "batch_signal_to_noise": {"sampled": _ratio(signal["signal_sq_norm"], variance / batch_size)}}
-
-
-def bf16_agreement(model: ActorCritic, algo: str, batch: Batch, config: TrainConfig) -> dict[str, float]:
-    """The full loss's gradient (all parameters) with the encoder in bfloat16 against float32."""
-    grads = []
-    for bf16 in (False, True):
-        typed = _with_dtype(model, torch.float32, bf16=bf16)
-        loss = _loss(typed(batch.obs), algo, batch, config.pg_coef, config.vf_coef, config.ent_coef)
-        grads.append(_flat_grad(loss, list(typed.parameters())))
-    return _cosine_and_relative(grads[0], grads[1])
 
 
 def loss_term_gradients(model: ActorCritic, algo: str, batch: Batch, config: TrainConfig) -> dict[str, Any]:
@@ -385,14 +367,12 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
             continue
         model, config, step = load_model(path)
         batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
-        entry: dict[str, Any] = {"run": run, "step": step, "precision": config.precision,
-                                 "snapshot_sha256": digest, "libraries": libraries}
+        entry: dict[str, Any] = {"run": run, "step": step, "snapshot_sha256": digest, "libraries": libraries}
         if ALGORITHMS[config.algo].critic == "V":
             entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch, config.batch_size)
         else:
             entry["task_gradient_agreement"] = task_gradient_agreement(model, batch)
             entry["estimator_variance"] = estimator_variance(model, batch, config.batch_size)
-        entry["bf16_agreement"] = bf16_agreement(model, config.algo, batch, config)
         entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
         entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
         results["snapshots"][key] = entry

@@ -97,18 +97,9 @@ class RunRecord:
         """The evaluation with the highest mean return (the first of equals), None before the first."""
         return max(self.evaluations, key=lambda e: e.mean, default=None)
 
-    def first_step_above(self, level: float, staying: bool = False) -> int | None:
-        """The first evaluation step whose mean exceeds ``level``; with ``staying``, the first from which every
-        later one does too (one lucky evaluation on the plateau does not count as leaving it). None if none does."""
-        found = None
-        for evaluation in self.evaluations:
-            if evaluation.mean <= level:
-                found = None
-            elif found is None:
-                found = evaluation.step
-                if not staying:
-                    return found
-        return found
+    def first_step_above(self, level: float) -> int | None:
+        """The first evaluation step whose mean exceeds ``level``, None if none does."""
+        return next((e.step for e in self.evaluations if e.mean > level), None)
 
     @property
     def returns_at(self) -> dict[int, tuple[float, ...]]:

@@ -1,6 +1,6 @@
 """What ``report.ipynb`` shows besides training and the plots: its checked parameters and run config, the
-results table (a row per ``RunRecord`` of ``evaluated_runs``), the learning speed against the published curves,
-where paired histories part, the measured gradient facts, the re-scores and the agent's video. Where the runs
+results table (a row per ``RunRecord`` of ``evaluated_runs``), where paired histories part, the speed
+comparison, the measured gradient facts, the re-scores and the agent's video. Where the runs
 live and how W&B is set up, on Colab or elsewhere, is ``colab``'s.
 """
 
@@ -20,8 +20,6 @@ from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, compare_speed, markd
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
 from rlhelpers.report.records import RunRecord, read_runs
 from rlhelpers.runner.config import ALGOS, TrainConfig, expected_runs, validate
-
-PLATEAU = -20.0  # a random policy scores about -20.5 on Pong; a run has left the plateau once it stays above this
 
 REPORT_ONLY = "none"
 # The names of report.ipynb's parameters cell.
@@ -91,9 +89,6 @@ def project_link(entity: str | None, project: str) -> str:
 
 
 MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
-# Published A2C on Pong with these hyperparameters (rl-baselines3-zoo's runs, OpenAI baselines' Atari 10M
-# benchmark): the environment steps at which the curves leave -20 and pass +18.
-PUBLISHED_A2C = {"leave": (1_000_000, 2_500_000), "pass 18": (6_500_000, 8_000_000)}
 
 
 def _run_order(name: str) -> tuple[int, str]:
@@ -123,43 +118,14 @@ def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_en
                       f"{last.mean:.2f} ± {last.sem:.2f} ({len(last.returns)})",
                       f"{best.mean:.2f} ± {best.sem:.2f} ({best.step:,})",
                       *(_step_or(r.first_step_above(level), "not reached") for level in levels),
-                      r.config.get("precision", "not recorded"),
                       f"[{run_id}]({url})" if url else f"`{run_id}` (set wandb_entity to link it)"])
     return markdown_table(None, ["run", "env", "steps", "hours", "last eval return ± s.e. (episodes)",
                                  "best eval return ± s.e. (step)", *(f"first step > {level:g}" for level in levels),
-                                 "precision", "W&B"], table, left=(0, 1, -2, -1))
+                                 "W&B"], table, left=(0, 1, -1))
 
 
 def _step_or(step: int | None, missing: str) -> str:
     return missing if step is None else f"{step:,}"
-
-
-def against_published(step: int | None, trained: int, published: tuple[int, int]) -> str:
-    """``earlier``, ``within`` or ``later`` than the published range, for a step reached after ``trained``
-    steps of training; for a step not reached, ``later`` once training has passed the range, else ``open``."""
-    low, high = published
-    if step is None:
-        return f"{'later' if trained > high else 'open'}, not reached by {trained:,}"
-    return "earlier" if step < low else "later" if step > high else "within"
-
-
-def learning_speed_markdown(records: list[RunRecord], threshold: float = 18.0) -> str:
-    """Per run: when it left the plateau (every later evaluation above -20) and first passed ``threshold``,
-    each set against the range of the published A2C curves."""
-    if not records:
-        return "_No run with an evaluation found._"
-    leave, pass_target = PUBLISHED_A2C["leave"], PUBLISHED_A2C["pass 18"]
-    table = []
-    for r in records:
-        left, passed = r.first_step_above(PLATEAU, staying=True), r.first_step_above(threshold)
-        table.append([r.name, f"{r.last.step:,}", _step_or(left, "not yet"),
-                      against_published(left, r.last.step, leave), _step_or(passed, "not yet"),
-                      against_published(passed, r.last.step, pass_target)])
-    return markdown_table("Learning speed against published A2C",
-                          ["run", "steps", f"left the plateau (every later eval > {PLATEAU:g}) at",
-                           f"against published {leave[0] / 1e6:g}–{leave[1] / 1e6:g}M",
-                           f"first eval > {threshold:g} at",
-                           f"against published {pass_target[0] / 1e6:g}–{pass_target[1] / 1e6:g}M"], table)
 
 
 def divergence_markdown(runs_dir: str | Path) -> str:
@@ -199,71 +165,46 @@ def _g(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3g}"
 
 
-# The (parameter group, loss term) pairs of the loss-term table; the critic term never reaches the policy head.
-TERM_COLUMNS = (("policy_head", "actor"), ("policy_head", "entropy"), ("encoder", "actor"), ("encoder", "critic"),
-                ("encoder", "entropy"))
-
-
 def analysis_markdown(results: dict[str, Any] | None) -> str:
-    """The measured facts as Markdown tables, straight from the results of ``analysis_results``."""
+    """The measured facts as Markdown tables, straight from the results of ``analysis_results``: per
+    snapshot, the actor's gradient estimators, then each loss term's gradient and the advantage's size;
+    per run, RMSprop's regime."""
     if not results:
         return ("_No gradient measurements yet for these runs: once they have snapshots, set "
                 "`recompute_analysis = True` or run `python -m rlhelpers analyze --runs-dir <runs_dir>`._")
-    snapshots = results["snapshots"]
-    task = {k: v for k, v in snapshots.items() if "task_gradient_agreement" in v}
-    a2c = {k: v for k, v in snapshots.items() if "a2c_estimator_variance" in v}
-    agreement = [[key, str(t["n_states"]), f"{t['float32']['cosine']:.9f}", _g(t["float32"]["relative_difference"]),
-                  f"{t['float64']['cosine']:.12f}", _g(t["float64"]["relative_difference"])]
-                 for key, t in ((k, v["task_gradient_agreement"]) for k, v in task.items())]
-    variance = []
-    for key, entry in task.items():
-        v = entry["estimator_variance"]
-        variance.append([key, "all-action ∇Σπ·sg[Q]", "0", _g(v["per_sample"]["all_action"]),
-                         _g(v["batch"]["all_action"]), "1", _g(v["signal_sq_norm"]),
-                         _g(v["batch_signal_to_noise"]["all_action"])])
-        variance.append([key, "sampled ∇log π(a)·sg[Q(a)−Ṽ], a~π", _g(v["per_state"]["sampled"]),
-                         _g(v["per_sample"]["sampled"]), _g(v["batch"]["sampled"]),
-                         _g(v["sampled_over_all_action_batch"]), "same", _g(v["batch_signal_to_noise"]["sampled"])])
-    for key, entry in a2c.items():
-        v = entry["a2c_estimator_variance"]
-        variance.append([key, "a2c A_t ∇log π(a_t), n-step A_t", "", _g(v["per_sample"]), _g(v["batch"]["sampled"]),
-                         "", _g(v["signal_sq_norm"]), _g(v["batch_signal_to_noise"]["sampled"])])
+    estimators, terms = [], []
+    for key, e in results["snapshots"].items():
+        agreement = e.get("task_gradient_agreement")
+        v = e.get("estimator_variance") or e.get("a2c_estimator_variance")
+        snr = v["batch_signal_to_noise"]
+        estimators.append([key, str(v["n_states"]), str(v["batch"]["size"]),
+                           *((_g(agreement[dtype]["relative_difference"]) for dtype in ("float32", "float64"))
+                             if agreement else ("", "")),
+                           _g(v.get("sampled_over_all_action_batch")) if agreement else "",
+                           _g(snr.get("all_action")) if agreement else "", _g(snr["sampled"])])
+        g, scale = e["loss_term_gradients"], e["advantage_scale"]
+        terms.append([key, _g(g["actor"]["policy_head"]), _g(g["entropy"]["policy_head"]), _g(g["actor"]["encoder"]),
+                      _g(g["critic"]["encoder"]), _g(scale["advantage_rms"]), _g(scale["critic_rms_error"])])
     regimes = [[run, f"{r['step']:,}", group, f"{g['n_parameters']:,}", f"{g['below_eps_share']:.1%}",
                 _g(g["median_rms"])]
                for run, r in results["optimizer_regime"].items() for group, g in r["groups"].items()]
-    terms = [[key, *(_g(entry["loss_term_gradients"][term][group]) for group, term in TERM_COLUMNS)]
-             for key, entry in snapshots.items() if "loss_term_gradients" in entry]
-    bf16 = [[key, f"{e['bf16_agreement']['cosine']:.6f}", _g(e["bf16_agreement"]["relative_difference"])]
-            for key, e in snapshots.items()]
-    batch = "/".join(str(size) for size in sorted(
-        {e[name]["batch"]["size"] for e in snapshots.values()
-         for name in ("estimator_variance", "a2c_estimator_variance") if name in e}))
-    scale = [[key, "Q(s,a) − Ṽ(s), π-weighted" if key in task else "A_t = R_t − V(s_t)",
-              _g(e["advantage_scale"]["advantage_rms"]), _g(e["advantage_scale"]["critic_rms_error"])]
-             for key, e in snapshots.items() if "advantage_scale" in e]
     return "\n\n".join([
         f"States: {results['n_rollouts']} rollouts (n_envs × n_steps states each) of each snapshot's own policy, after "
         f"{results['burn_in_steps']:,} unrecorded steps per env and {results['gap_steps']:,} apart, measured by "
         f"`python -m rlhelpers analyze --rollouts {results['n_rollouts']} --stages {results['n_stages']}`. "
-        "Actor parameters: the encoder and the policy head.",
-        markdown_table("The two all-action actors' gradients against each other (same states, same weights)",
-                       ["snapshot", "states", "float32 cosine", "float32 rel. difference", "float64 cosine",
-                        "float64 rel. difference"], agreement),
-        markdown_table("Variance of the actor's gradient estimators (trace of the covariance; a batch of one rollout, "
-                       f"{batch} states, treated as independent)",
-                       ["snapshot", "estimator", "per state (over actions)", "per sample", f"batch of {batch}",
-                        "batch: sampled / all-action", "‖E g‖²", f"signal / noise, batch of {batch}"],
-                       variance)
-        + "\n\n‖E g‖² is estimated without bias, as |mean g|² minus the variance of that mean over the states "
-          "measured; a negative value means the mean gradient is smaller than this measurement's own noise.",
-        markdown_table("bf16 against fp32 (gradient of the full loss, all parameters)",
-                       ["snapshot", "cosine", "rel. difference"], bf16),
-        markdown_table("Which term moves the policy: gradient norm of each weighted term of the run's own loss "
-                       "(c_pg × actor, c_vf × critic, c_ent × entropy)",
-                       ["snapshot", *(f"{group.replace('_', ' ')}: {term}" for group, term in TERM_COLUMNS)], terms),
-        *([markdown_table("The advantage the actor follows, and the critic's error against its n-step targets R_t "
-                          "(root mean square over the states)",
-                          ["snapshot", "advantage", "advantage RMS", "critic RMS error"], scale)] if scale else []),
+        "Actor parameters: the encoder and the policy head. `rlhelpers/report/analysis.py` defines each measurement.",
+        markdown_table("The actor's gradient estimators: task1's against task2's (relative difference, same states "
+                       "and weights); the sampled-action estimator's variance over the all-action one's, for a batch "
+                       "of one rollout; and each estimator's signal-to-noise ratio in such a batch (A2C: its own "
+                       "sampled estimator)",
+                       ["snapshot", "states", "batch", "task1 vs task2, float32", "float64",
+                        "variance: sampled / all-action", "signal/noise: all-action", "sampled"], estimators),
+        markdown_table("Which term moves what: gradient norm of each weighted term of the run's own loss "
+                       "(c_pg × actor, c_vf × critic, c_ent × entropy) on the policy head and the encoder; and the "
+                       "root mean square of the advantage the actor follows (task1, task2: the π-weighted spread of "
+                       "Q(s,a) − Ṽ(s); A2C: R_t − V(s_t)) beside the critic's error against its n-step targets",
+                       ["snapshot", "policy head: actor", "entropy", "encoder: actor", "critic",
+                        "advantage RMS", "critic RMS error"], terms),
         *([markdown_table("RMSprop's regime at each run's last checkpoint: the step is lr·g/√(v+ε); where the "
                           "running mean square v is below ε it is plain gradient descent at rate lr/√ε, proportional "
                           "to the gradient",

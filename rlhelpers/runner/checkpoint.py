@@ -74,8 +74,7 @@ def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     # Building a network draws its initial weights from torch's global generator, which is the training's
     # random stream: fork it, so that loading (and verifying a written snapshot) leaves that stream as it was.
     with torch.random.fork_rng(devices=[]):
-        model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size,
-                            config.precision)
+        model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size)
     model.load_state_dict({name: value.float() if value.is_floating_point() else value
                            for name, value in saved["model"].items()})
     return model, config, int(saved["step"])

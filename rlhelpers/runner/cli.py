@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure the report's gradient facts on the runs' snapshots; write a JSON",
         description="On states visited by each snapshot's own policy: the two all-action actors' gradients "
                     "against each other (float32, float64), the all-action vs sampled-action estimator variance "
-                    "and signal-to-noise, A2C's estimator, bf16 vs fp32, the gradient norm of each weighted loss "
+                    "and signal-to-noise, A2C's estimator, the gradient norm of each weighted loss "
                     "term and the size of the advantage the actor follows; from each run's newest checkpoint, the "
                     "share of parameters whose RMSprop mean square lies below epsilon. Snapshots already in the "
                     "JSON, measured the same way, keep their entries; delete it to measure all anew.")

@@ -4,8 +4,7 @@
 filled from the algorithm table (``ALGORITHMS``: docs/experiment.md, tuned for Atari), a variant's
 values, and for classic-control envs such as CartPole from ``CLASSIC_CONTROL_DEFAULTS``.
 ``validate`` turns bad input into one clear ``RLHelpersError``; ``resolve_config`` does that once
-and settles what ``auto`` means on this machine (device, precision) and the W&B mode (online with an
-API key, else offline).
+and settles the device and the W&B mode (online with an API key, else offline).
 """
 
 from __future__ import annotations
@@ -25,10 +24,9 @@ from urllib.parse import urlsplit
 import torch
 
 from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, resolve_device
-from rlhelpers.core.envs import ATARI_ENTRY_POINT, atari_game, check_supported, env_spec
+from rlhelpers.core.envs import ATARI_ENTRY_POINT, check_supported, env_spec
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
-from rlhelpers.core.networks import PRECISIONS, resolve_precision
 
 ALGOS = tuple(ALGORITHMS)  # the report compares every algorithm of the table
 REPORT_SEEDS = (0, 100)  # the report's two seeds of every algorithm
@@ -155,7 +153,7 @@ def env_defaults(algo: str, env_id: str) -> dict[str, float]:
 # total_timesteps, eval/checkpoint cadence, device, paths and W&B settings may change between sessions.
 IDENTITY_FIELDS = (
     "algo", "variant", "seed", "env_id", "n_envs", "n_steps", "gamma", "lr", "pg_coef", "vf_coef", "ent_coef",
-    "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size", "precision",
+    "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size",
 )
 
 WANDB_MODES = ("online", "offline", "disabled")
@@ -219,7 +217,6 @@ def validate(config: TrainConfig) -> TrainConfig:
         value = getattr(config, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise RLHelpersError(f"{name} must be a non-negative integer, got {value!r}")
-    check_choice("precision", config.precision, PRECISIONS)
     n_evals = config.total_timesteps // config.eval_interval + 2
     if (config.seed + config.total_timesteps + config.n_envs > EVAL_SEED_OFFSET
             or config.seed + n_evals * config.n_eval_envs >= EVAL_SEED_OFFSET):
@@ -236,8 +233,11 @@ def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[st
     """Identity fields on which a saved run's config and the requested one disagree, as ``name: a != b``."""
     wanted = requested.to_dict()
     saved = {"variant": "", **saved}  # runs saved before variants existed have none
-    return [f"{name}: saved {saved.get(name)!r} != requested {wanted[name]!r}"
-            for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]
+    differences = [f"{name}: saved {saved.get(name)!r} != requested {wanted[name]!r}"
+                   for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]
+    if saved.get("precision", "fp32") != "fp32":  # earlier versions could train the encoder in bfloat16
+        differences.append(f"precision: saved {saved['precision']!r}, while this version trains in fp32 only")
+    return differences
 
 
 def wandb_host() -> str:
@@ -279,11 +279,9 @@ def resolve_wandb_mode(mode: str | None) -> str:
 
 
 def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
-    """Validate ``config`` and resolve it for this machine: the config with ``precision`` set to what will
-    run (fp32 or bf16) and ``wandb_mode`` to the mode W&B runs in (``resolve_wandb_mode``), and the torch
-    device. ``device`` stays as given, so a saved run keeps ``auto``."""
+    """Validate ``config`` and resolve it for this machine: the config with ``wandb_mode`` set to the mode
+    W&B runs in (``resolve_wandb_mode``), and the torch device. ``device`` stays as given, so a saved run
+    keeps ``auto``."""
     validate(config)
     wandb_mode = resolve_wandb_mode(config.wandb_mode)
-    device = resolve_device(config.device)
-    precision = resolve_precision(config.precision, device, image_obs=atari_game(config.env_id) is not None)
-    return dataclasses.replace(config, precision=precision, wandb_mode=wandb_mode), device
+    return dataclasses.replace(config, wandb_mode=wandb_mode), resolve_device(config.device)

@@ -48,7 +48,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def session_provenance(device: torch.device, precision: str, env_threads: int, start_step: int) -> dict[str, Any]:
+def session_provenance(device: torch.device, env_threads: int, start_step: int) -> dict[str, Any]:
     """One training session's record: from which step, with which code, libraries, hardware and numerics."""
     commit, dirty = git_commit()
     return {
@@ -65,7 +65,6 @@ def session_provenance(device: torch.device, precision: str, env_threads: int, s
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model(),
         "cpu_count": os.cpu_count(),
-        "precision": precision,
         "torch_threads": torch.get_num_threads(),
         "env_threads": env_threads,
     }

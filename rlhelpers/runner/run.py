@@ -8,7 +8,6 @@ algorithm itself is ``rlhelpers.core.trainer``'s.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import time
@@ -72,15 +71,6 @@ class RunningMeans:
         means = {key: self.sums[key] / self.counts[key] if self.counts[key] else math.nan for key in sorted(self.sums)}
         self.sums, self.counts = {}, {}
         return means
-
-
-def _keep_saved_precision(config: TrainConfig, saved_record: dict[str, Any] | None) -> TrainConfig:
-    """``auto`` resumes a saved run in the precision it was trained in (part of its identity), whatever
-    this machine would choose for a new run; an explicit precision is left to the identity check."""
-    saved = ((saved_record or {}).get("config") or {}).get("precision")
-    if config.precision == "auto" and saved in ("fp32", "bf16"):
-        return dataclasses.replace(config, precision=saved)
-    return config
 
 
 def _newest_checkpoint_config(run_dir: RunDirectory) -> dict[str, Any]:
@@ -153,7 +143,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         # Rebuilt below from the newest checkpoint, whose config stands in for the history's meanwhile.
         saved_record, unreadable_history = {"config": _newest_checkpoint_config(run_dir)}, exc
     # Bad values, and W&B 'online' without a key, fail here: before anything is written.
-    config, device = resolve_config(_keep_saved_precision(config, saved_record))
+    config, device = resolve_config(config)
     if saved_record is not None:
         _check_resumable(saved_record.get("config", {}), config, run_dir.path)
     run_dir.create()
@@ -193,10 +183,9 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         trainer = Trainer(config, device)
         if state is not None:
             trainer.load_state_dict(state)
-            print(f"Resuming {config.run_name} from step {trainer.num_timesteps:,} in {config.precision} "
-                  f"({run_dir.path})", file=sys.stderr)
-        trainer.sessions.append(session_provenance(device, config.precision, config.env_threads,
-                                                   trainer.num_timesteps))
+            print(f"Resuming {config.run_name} from step {trainer.num_timesteps:,} ({run_dir.path})",
+                  file=sys.stderr)
+        trainer.sessions.append(session_provenance(device, config.env_threads, trainer.num_timesteps))
         metrics_log = MetricsLog(run_dir.path / METRICS_FILE)
         # Lines logged after the checkpoint belong to work that is about to be redone.
         metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
