@@ -18,7 +18,10 @@ whether the text still holds. ``measure`` returns the measurements by name:
   ``error_over_spread`` (task1's critic error over its action spread), ``encoder_critic_over_actor/<algo>``,
   ``eps_share/<algo>`` (share of policy-head parameters whose RMSprop mean square is below epsilon) and
   ``lr_ratio`` (task1's learning rate over A2C's);
-- ``budget``: the report runs' training budget, when they share one.
+- ``budget``: the report runs' training budget, when they share one;
+- ``ablation/...``: the speed comparison of ``ABLATION``'s labels (``ablation/until``, ``ablation/below/<a>/<b>``,
+  ...), and ``ablation/head_actor/<a>/<b>``, label a's actor-term gradient on the policy head over label b's
+  (same seed and step, trained snapshots), as a ``(low, high)`` range.
 
 A measurement with nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
 """
@@ -40,6 +43,8 @@ from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_r
 # The report's pairs: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of one algorithm.
 TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
 SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
+# The controlled experiment beside the report: task1 with A2C's actor weight (variant pg1) against both.
+ABLATION = ("a2c", "task1", "task1-pg1")
 SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
 STEP = "M"  # environment steps in millions: 7.2M
 
@@ -124,21 +129,28 @@ def _pair_gaps(records: dict[str, RunRecord]) -> dict[str, float | None]:
     return {"task_gap": mean(task, "mean_gap"), "seed_gap": mean(seed, "mean_gap"), "gap_sem": mean(task, "gap_sem")}
 
 
+def _head_actor_ratio(head_actor: dict[tuple[str, int, int], float], a: str, b: str) -> tuple[float, float] | None:
+    """Range of label ``a``'s actor-term gradient on the policy head over label ``b``'s, same seed and step."""
+    return _span(value / head_actor[(b, seed, step)] for (lab, seed, step), value in head_actor.items()
+                 if lab == a and head_actor.get((b, seed, step)))
+
+
 def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
+    every = [s for s in (analysis or {}).get("snapshots", {}).values()]
+    head_actor = {(label(s["run"]), parse_run_name(s["run"])[1], s["step"]):
+                  s["loss_term_gradients"]["actor"]["policy_head"] for s in every if s["step"] > 0}
     # The report's runs only: a variant's snapshots (the ablation's) are measured beside them, not pooled in.
-    snapshots = [s for s in (analysis or {}).get("snapshots", {}).values() if label(s["run"]) in ALGOS]
+    snapshots = [s for s in every if label(s["run"]) in ALGOS]
     trained = [s for s in snapshots if s["step"] > 0]
     agreement = [s["task_gradient_agreement"] for s in snapshots if "task_gradient_agreement" in s]
     variance = [s["estimator_variance"] for s in trained if "estimator_variance" in s]
-    head_actor = {(label(s["run"]), parse_run_name(s["run"])[1], s["step"]):
-                  s["loss_term_gradients"]["actor"]["policy_head"] for s in trained}
     found: dict[str, Any] = {
         "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
         "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
         "variance_ratio": _span(v["sampled_over_all_action_batch"] for v in variance),
-        "head_actor_ratio": _span(value / head_actor[("task1", seed, step)]
-                                  for (lab, seed, step), value in head_actor.items()
-                                  if lab == "a2c" and head_actor.get(("task1", seed, step))),
+        "head_actor_ratio": _head_actor_ratio(head_actor, "a2c", "task1"),
+        **{f"ablation/head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b)
+           for a in ABLATION for b in ABLATION if a != b},
         "error_over_spread": _span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
                                    for s in trained if label(s["run"]) == "task1"),
     }
@@ -163,6 +175,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
             found[f"pass/{name}"] = record.first_step_above(target)
             found[f"last/{name}"] = record.last.mean
     found.update(compare_speed(records.values(), ALGOS))
+    found.update({f"ablation/{key}": value for key, value in compare_speed(records.values(), ABLATION).items()})
     found.update(_pair_gaps(records))
     found.update(_gradient_facts(analysis))
     budgets = {record.config.get("total_timesteps") for record in records.values() if not record.variant}
