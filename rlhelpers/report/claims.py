@@ -20,8 +20,8 @@ whether the text still holds. ``measure`` returns the measurements by name:
   ``lr_ratio`` (task1's learning rate over A2C's);
 - ``budget``: the report runs' training budget, when they share one;
 - ``ablation/...``: the speed comparison of ``ABLATION``'s labels (``ablation/until``, ``ablation/below/<a>/<b>``,
-  ...), and ``ablation/head_actor/<a>/<b>``, label a's actor-term gradient on the policy head over label b's
-  (same seed and step, trained snapshots), as a ``(low, high)`` range.
+  ...), ``ablation/head_actor/<a>/<b>``, label a's actor-term gradient on the policy head over label b's
+  (same seed and step, trained snapshots), and ``ablation/advantage/<label>``, as ``(low, high)`` ranges.
 
 A measurement with nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
 """
@@ -151,6 +151,8 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
         "head_actor_ratio": _head_actor_ratio(head_actor, "a2c", "task1"),
         **{f"ablation/head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b)
            for a in ABLATION for b in ABLATION if a != b},
+        **{f"ablation/advantage/{lab}": _span(s["advantage_scale"]["advantage_rms"] for s in every
+                                              if s["step"] > 0 and label(s["run"]) == lab) for lab in ABLATION},
         "error_over_spread": _span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
                                    for s in trained if label(s["run"]) == "task1"),
     }
