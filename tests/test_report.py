@@ -219,9 +219,9 @@ def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:
     path.write_text(json.dumps(record))
 
     unlinked = report.results_markdown(report.evaluated_runs(tmp_path / "runs"))
-    assert unlinked.splitlines()[-1].endswith("| `idtask1100` (set wandb_entity to link it) |")
+    assert unlinked.splitlines()[-1].endswith("| `idtask1100` |")
     assert report.project_link(None, "pong-actor-critic") == (
-        "W&B project `pong-actor-critic`: set `wandb_entity` to link it.")
+        "W&B project `pong-actor-critic`: set `wandb_entity` to link it and each run's id above.")
     linked = report.results_markdown(report.evaluated_runs(tmp_path / "runs"), wandb_entity="student")
     assert linked.splitlines()[-1].endswith(
         "| [idtask1100](https://wandb.ai/student/pong-actor-critic/runs/idtask1100) |")

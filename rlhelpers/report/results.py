@@ -85,7 +85,7 @@ def project_link(entity: str | None, project: str) -> str:
     """Markdown line linking the W&B project, or saying how to get a link."""
     if entity:
         return f"W&B project: [{entity}/{project}](https://wandb.ai/{entity}/{project})"
-    return f"W&B project `{project}`: set `wandb_entity` to link it."
+    return f"W&B project `{project}`: set `wandb_entity` to link it and each run's id above."
 
 
 MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
@@ -118,7 +118,7 @@ def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_en
                       f"{last.mean:.2f} ± {last.sem:.2f} ({len(last.returns)})",
                       f"{best.mean:.2f} ± {best.sem:.2f} ({best.step:,})",
                       *(_step_or(r.first_step_above(level), "not reached") for level in levels),
-                      f"[{run_id}]({url})" if url else f"`{run_id}` (set wandb_entity to link it)"])
+                      f"[{run_id}]({url})" if url else f"`{run_id}`"])
     return markdown_table(None, ["run", "env", "steps", "hours", "last eval return ± s.e. (episodes)",
                                  "best eval return ± s.e. (step)", *(f"first step > {level:g}" for level in levels),
                                  "W&B"], table, left=(0, 1, -1))
