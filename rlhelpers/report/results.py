@@ -193,16 +193,16 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
         f"{results['burn_in_steps']:,} unrecorded steps per env and {results['gap_steps']:,} apart, measured by "
         f"`python -m rlhelpers analyze --rollouts {results['n_rollouts']} --stages {results['n_stages']}`. "
         "Actor parameters: the encoder and the policy head. `rlhelpers/report/analysis.py` defines each measurement.",
-        markdown_table("The actor's gradient estimators: task1's against task2's (relative difference, same states "
-                       "and weights); the sampled-action estimator's variance over the all-action one's, for a batch "
-                       "of one rollout; and each estimator's signal-to-noise ratio in such a batch (A2C: its own "
-                       "sampled estimator)",
-                       ["snapshot", "states", "batch", "task1 vs task2, float32", "float64",
+        markdown_table("The actor's gradient estimators: the two all-action actors' gradients against each other "
+                       "(relative difference, same states and weights); the sampled-action estimator's variance over "
+                       "the all-action one's, for a batch of one rollout; and each estimator's signal-to-noise ratio "
+                       "in such a batch (A2C: its own sampled estimator)",
+                       ["snapshot", "states", "batch", "all-action actors differ, float32", "float64",
                         "variance: sampled / all-action", "signal/noise: all-action", "sampled"], estimators),
         markdown_table("Which term moves what: gradient norm of each weighted term of the run's own loss "
                        "(c_pg × actor, c_vf × critic, c_ent × entropy) on the policy head and the encoder; and the "
-                       "root mean square of the advantage the actor follows (task1, task2: the π-weighted spread of "
-                       "Q(s,a) − Ṽ(s); A2C: R_t − V(s_t)) beside the critic's error against its n-step targets",
+                       "root mean square of the advantage the actor follows (a Q critic: the π-weighted spread of "
+                       "Q(s,a) − Ṽ(s); a V critic: R_t − V(s_t)) beside the critic's error against its n-step targets",
                        ["snapshot", "policy head: actor", "entropy", "encoder: actor", "critic",
                         "advantage RMS", "critic RMS error"], terms),
         *([markdown_table("RMSprop's regime at each run's last checkpoint: the step is lr·g/√(v+ε); where the "
