@@ -51,6 +51,13 @@ def test_every_module_belongs_to_a_layer() -> None:
         "core", "report", "runner"]
 
 
+def test_task2_is_named_in_the_table_and_the_report_comparisons_only() -> None:
+    """Besides the table, only the report's own task1-against-task2 comparison (the analysis and its claims)
+    names task2; the run machinery and the rest of the core read the table."""
+    naming = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if "task2" in path.read_text())
+    assert naming == ["core/losses.py", "report/analysis.py", "report/claims.py"]
+
+
 def test_a_new_algorithm_is_one_row_of_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Register a toy algorithm (A2C's loss without its entropy bonus) in
     the table only, then train, checkpoint and evaluate it end to end: nothing else dispatches on names."""
