@@ -13,15 +13,17 @@ whether the text still holds. ``measure`` returns the measurements by name:
   between two seeds of one algorithm at the same steps, and the standard error of one gap;
 - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
   ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
-  gradients), ``variance_ratio``, ``head_actor_ratio`` (A2C's
-  actor-term gradient on the policy head over task1's, same seed and step), ``advantage/<algo>``,
-  ``error_over_spread`` (task1's critic error over its action spread), ``encoder_critic_over_actor/<algo>``,
-  ``eps_share/<algo>`` (share of policy-head parameters whose RMSprop mean square is below epsilon) and
-  ``lr_ratio`` (task1's learning rate over A2C's);
+  gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``ABLATION``: a's actor-term
+  gradient on the policy head over b's, same seed and step), ``advantage/<label>`` (the size of the
+  advantage its actor follows; a variant's too), ``error_over_spread`` (task1's critic error over its
+  action spread), ``encoder_critic_over_actor/<algo>``, ``eps_share/<algo>`` (share of policy-head
+  parameters whose RMSprop mean square is below epsilon) and ``lr_ratio`` (task1's learning rate over A2C's);
 - ``budget``: the report runs' training budget, when they share one;
 - ``ablation/...``: the speed comparison of ``ABLATION``'s labels (``ablation/until``, ``ablation/below/<a>/<b>``,
-  ...), ``ablation/head_actor/<a>/<b>``, label a's actor-term gradient on the policy head over label b's
-  (same seed and step, trained snapshots), and ``ablation/advantage/<label>``, as ``(low, high)`` ranges.
+  ...).
+
+Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
+a variant's snapshots (the ablation's) are measured beside them, not pooled in.
 
 A measurement with nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
 """
@@ -136,11 +138,11 @@ def _head_actor_ratio(head_actor: dict[tuple[str, int, int], float], a: str, b: 
 
 
 def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
-    every = [s for s in (analysis or {}).get("snapshots", {}).values()]
+    every = list((analysis or {}).get("snapshots", {}).values())
+    every_trained = [s for s in every if s["step"] > 0]
     head_actor = {(label(s["run"]), parse_run_name(s["run"])[1], s["step"]):
-                  s["loss_term_gradients"]["actor"]["policy_head"] for s in every if s["step"] > 0}
-    # The report's runs only: a variant's snapshots (the ablation's) are measured beside them, not pooled in.
-    snapshots = [s for s in every if label(s["run"]) in ALGOS]
+                  s["loss_term_gradients"]["actor"]["policy_head"] for s in every_trained}
+    snapshots = [s for s in every if label(s["run"]) in ALGOS]  # the report's runs
     trained = [s for s in snapshots if s["step"] > 0]
     agreement = [s["task_gradient_agreement"] for s in snapshots if "task_gradient_agreement" in s]
     variance = [s["estimator_variance"] for s in trained if "estimator_variance" in s]
@@ -148,17 +150,14 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
         "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
         "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
         "variance_ratio": _span(v["sampled_over_all_action_batch"] for v in variance),
-        "head_actor_ratio": _head_actor_ratio(head_actor, "a2c", "task1"),
-        **{f"ablation/head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b)
-           for a in ABLATION for b in ABLATION if a != b},
-        **{f"ablation/advantage/{lab}": _span(s["advantage_scale"]["advantage_rms"] for s in every
-                                              if s["step"] > 0 and label(s["run"]) == lab) for lab in ABLATION},
+        **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a in ABLATION for b in ABLATION if a != b},
+        **{f"advantage/{lab}": _span(s["advantage_scale"]["advantage_rms"] for s in every_trained
+                                     if label(s["run"]) == lab) for lab in {label(s["run"]) for s in every_trained}},
         "error_over_spread": _span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
                                    for s in trained if label(s["run"]) == "task1"),
     }
     for algo in ("a2c", "task1"):
         own = [s for s in trained if label(s["run"]) == algo]
-        found[f"advantage/{algo}"] = _span(s["advantage_scale"]["advantage_rms"] for s in own)
         found[f"encoder_critic_over_actor/{algo}"] = _span(
             s["loss_term_gradients"]["critic"]["encoder"] / s["loss_term_gradients"]["actor"]["encoder"] for s in own)
         shares = [regime["groups"]["policy_head"]["below_eps_share"]
