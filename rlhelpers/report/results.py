@@ -174,14 +174,14 @@ def analysis_markdown(results: dict[str, Any] | None) -> str:
                 "`recompute_analysis = True` or run `python -m rlhelpers analyze --runs-dir <runs_dir>`._")
     estimators, terms = [], []
     for key, e in results["snapshots"].items():
-        agreement = e.get("task_gradient_agreement")
-        v = e.get("estimator_variance") or e.get("a2c_estimator_variance")
-        snr = v["batch_signal_to_noise"]
-        estimators.append([key, str(v["n_states"]), str(v["batch"]["size"]),
-                           *((_g(agreement[dtype]["relative_difference"]) for dtype in ("float32", "float64"))
-                             if agreement else ("", "")),
-                           _g(v.get("sampled_over_all_action_batch")) if agreement else "",
-                           _g(snr.get("all_action")) if agreement else "", _g(snr["sampled"])])
+        v = e.get("estimator_variance") or e["a2c_estimator_variance"]
+        # A Q critic's snapshot has the all-action measurements; A2C's V critic only its own sampled estimator.
+        agreement = e.get("task_gradient_agreement", {})
+        all_action = ([_g(agreement[dtype]["relative_difference"]) for dtype in ("float32", "float64")]
+                      + [_g(v["sampled_over_all_action_batch"]), _g(v["batch_signal_to_noise"]["all_action"])]
+                      if "estimator_variance" in e else ["", "", "", ""])
+        estimators.append([key, str(v["n_states"]), str(v["batch"]["size"]), *all_action,
+                           _g(v["batch_signal_to_noise"]["sampled"])])
         g, scale = e["loss_term_gradients"], e["advantage_scale"]
         terms.append([key, _g(g["actor"]["policy_head"]), _g(g["entropy"]["policy_head"]), _g(g["actor"]["encoder"]),
                       _g(g["critic"]["encoder"]), _g(scale["advantage_rms"]), _g(scale["critic_rms_error"])])
