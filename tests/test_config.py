@@ -63,6 +63,8 @@ def test_a_variant_sets_its_values_and_names_the_run() -> None:
     ({"seed": "0"}, "seed must be an integer, got '0' (papermill's -r passes text: use -p)"),
     ({"n_envs": "4"}, "n_envs must be an integer, got '4' (papermill's -r passes text: use -p)"),
     ({"gamma": True}, "gamma must be a number, got True"),
+    ({"n_envs": 4.0}, "n_envs must be an integer, got 4.0"),
+    ({"keep_checkpoints": True}, "keep_checkpoints must be an integer, got True"),
     ({"device": 0}, "device must be text, got 0"),
     ({"runs_dir": 1}, "runs_dir must be text, got 1"),
 ])

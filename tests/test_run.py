@@ -1,4 +1,4 @@
-"""The run around the algorithm: the per-metric running means it logs, a config resolved once, and when it stops."""
+"""The run around the algorithm: the per-metric means it logs, a config resolved once, and when it stops."""
 
 from __future__ import annotations
 
@@ -11,19 +11,16 @@ from test_trainer import EPISODE_STEPS, TERMINATING_ENV
 from rlhelpers.core import trainer
 from rlhelpers.runner import config, run
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.run import RunningMeans, train
+from rlhelpers.runner.run import finite_means, train
 
 
-def test_running_means_average_the_finite_values_of_each_metric() -> None:
-    means = RunningMeans()
-    means.add({"explained_variance": math.nan, "entropy": 1.0})
-    means.add({"explained_variance": 0.5, "entropy": 2.0})
-    means.add({"explained_variance": 0.25, "entropy": math.inf})
-    assert means.pop() == {"entropy": 1.5, "explained_variance": 0.375}  # NaN and inf left out, not spread
-    means.add({"explained_variance": math.nan})
-    (only,) = means.pop().values()  # the window started afresh: nothing finite in it
+def test_finite_means_average_the_finite_values_of_each_metric() -> None:
+    updates = [{"explained_variance": math.nan, "entropy": 1.0}, {"explained_variance": 0.5, "entropy": 2.0},
+               {"explained_variance": 0.25, "entropy": math.inf}]
+    assert finite_means(updates) == {"entropy": 1.5, "explained_variance": 0.375}  # NaN and inf left out, not spread
+    (only,) = finite_means([{"explained_variance": math.nan}]).values()  # nothing finite in the window
     assert math.isnan(only)
-    assert means.pop() == {}
+    assert finite_means([]) == {}
 
 
 def test_config_is_validated_and_its_device_resolved_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

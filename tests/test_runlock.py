@@ -28,7 +28,7 @@ def holder(run_dir: Path) -> dict:
     return json.loads((run_dir / LOCK_FILE).read_text())
 
 
-def test_reconnect_waits_with_a_countdown_then_takes_over(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_reconnect_waits_for_a_stale_heartbeat_then_takes_over(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """The new VM meets the lock of the session before the disconnect, whose VM is gone: wait, then take over."""
     run_dir = tmp_path / "a2c_seed-0"
     run_dir.mkdir()
@@ -44,9 +44,8 @@ def test_reconnect_waits_with_a_countdown_then_takes_over(tmp_path: Path, capsys
 
     assert STALE_S - 0.2 <= waited < STALE_S + 5.0  # generous above: a loaded machine oversleeps
     err = capsys.readouterr().err
-    assert re.search(r"run a2c_seed-0 is locked by host colab-vm-old \(pid \d+\), last heartbeat 0 s ago\. "
-                     r"After a Colab reconnect", err)
-    assert re.search(r"\rtaking over run a2c_seed-0 in [12] s", err)  # the countdown
+    assert re.search(r"run a2c_seed-0 is locked by host colab-vm-old, pid \d+, last heartbeat 0 s ago\. "
+                     r"After a Colab reconnect .* this takes the run over in [12] s", err)
     assert holder(run_dir)["host"] == new.owner["host"]
     # The old owner, were it still alive, learns at its next heartbeat that it must stop; it leaves the lock alone.
     with pytest.raises(RLHelpersError, match=f"run a2c_seed-0 was taken over by host {new.owner['host']}"):

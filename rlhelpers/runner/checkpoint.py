@@ -21,6 +21,7 @@ checkpoint or snapshot into the run directory pauses that many seconds halfway, 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -81,17 +82,13 @@ def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
 
 
 def _fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (a no-op where directories cannot be opened)."""
-    try:
+    """Make a rename in ``path`` durable (a no-op where directories cannot be opened or fsynced)."""
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _write_durably(path: Path, write: Callable[[IO[bytes]], object]) -> None:
@@ -275,12 +272,10 @@ class RunDirectory:
         problems = []
         for _, path in candidates:
             try:
-                state = load_checkpoint_file(path)
+                return load_checkpoint_file(path)
             except RLHelpersError as exc:
                 problems.append(str(exc))
                 warnings.warn(f"{exc}; falling back to an older checkpoint", stacklevel=2)
-                continue
-            return state
         if candidates:
             raise RLHelpersError(f"no checkpoint in {self.path} loads ({'; '.join(problems)}); "
                                  "restore one from a backup or delete the run directory to start over")

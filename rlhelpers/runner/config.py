@@ -159,20 +159,19 @@ IDENTITY_FIELDS = (
 WANDB_MODES = ("online", "offline", "disabled")
 
 
-def _type_problem(config: TrainConfig) -> str | None:
-    """The first number or text field holding a value of another type (papermill's ``-r`` passes text)."""
+def _check_types(config: TrainConfig) -> None:
+    """Raise ``RLHelpersError`` for the first field holding a value of another type (papermill's -r passes text)."""
     for name, hint in typing.get_type_hints(TrainConfig).items():
         value, types = getattr(config, name), typing.get_args(hint) or (hint,)
-        papermill = " (papermill's -r passes text: use -p)" if isinstance(value, str) else ""
         if value is None and type(None) in types:
             continue
+        papermill = " (papermill's -r passes text: use -p)" if isinstance(value, str) else ""
         if float in types and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            return f"{name} must be a number, got {value!r}{papermill}"
-        if int in types and isinstance(value, str):
-            return f"{name} must be an integer, got {value!r}{papermill}"
+            raise RLHelpersError(f"{name} must be a number, got {value!r}{papermill}")
+        if int in types and (isinstance(value, bool) or not isinstance(value, int)):
+            raise RLHelpersError(f"{name} must be an integer, got {value!r}{papermill}")
         if str in types and not isinstance(value, str):
-            return f"{name} must be text, got {value!r}"
-    return None
+            raise RLHelpersError(f"{name} must be text, got {value!r}")
 
 
 def check_choice(what: str, value: object, choices: Iterable[str]) -> None:
@@ -183,9 +182,7 @@ def check_choice(what: str, value: object, choices: Iterable[str]) -> None:
 
 def validate(config: TrainConfig) -> TrainConfig:
     """Raise ``RLHelpersError`` naming the first bad value; return the config unchanged otherwise."""
-    problem = _type_problem(config)
-    if problem is not None:
-        raise RLHelpersError(problem)
+    _check_types(config)
     check_choice("algo", config.algo, ALGORITHMS)
     if config.variant:
         check_choice("variant", config.variant, VARIANTS)
@@ -197,12 +194,10 @@ def validate(config: TrainConfig) -> TrainConfig:
         if all(ALGORITHMS[config.algo].defaults.get(name) == value for name, value in changes.items()):
             raise RLHelpersError(f"variant {config.variant} changes nothing for {config.algo}: train it without one")
     check_supported(config.env_id)
-    positive_ints = ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes",
-                     "n_eval_envs", "hidden_size", "keep_checkpoints", "snapshot_interval")
-    for name in positive_ints:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise RLHelpersError(f"{name} must be a positive integer, got {value!r}")
+    for name in ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes", "n_eval_envs",
+                 "hidden_size", "keep_checkpoints", "snapshot_interval"):
+        if getattr(config, name) <= 0:
+            raise RLHelpersError(f"{name} must be a positive integer, got {getattr(config, name)!r}")
     for name in ("lr", "max_grad_norm", "rms_eps", "checkpoint_interval_s"):
         if not getattr(config, name) > 0:
             raise RLHelpersError(f"{name} must be positive, got {getattr(config, name)!r}")
@@ -214,9 +209,8 @@ def validate(config: TrainConfig) -> TrainConfig:
         if getattr(config, name) < 0:
             raise RLHelpersError(f"{name} must be non-negative, got {getattr(config, name)!r}")
     for name in ("seed", "torch_threads", "env_threads"):
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise RLHelpersError(f"{name} must be a non-negative integer, got {value!r}")
+        if getattr(config, name) < 0:
+            raise RLHelpersError(f"{name} must be a non-negative integer, got {getattr(config, name)!r}")
     n_evals = config.total_timesteps // config.eval_interval + 2
     if (config.seed + config.total_timesteps + config.n_envs > EVAL_SEED_OFFSET
             or config.seed + n_evals * config.n_eval_envs >= EVAL_SEED_OFFSET):
@@ -271,11 +265,11 @@ ADD_WANDB_KEY = ("set WANDB_API_KEY or run `wandb login` (on Colab, add the secr
 def resolve_wandb_mode(mode: str | None) -> str:
     """The requested mode, or ``online`` when a key is available and ``offline`` otherwise. An explicit
     ``online`` without a key raises ``RLHelpersError`` (W&B would prompt for one, or fail without a terminal)."""
+    if mode is None:
+        return "online" if has_wandb_key() else "offline"
     if mode == "online" and not has_wandb_key():
         raise RLHelpersError(f"wandb_mode 'online' needs an API key: {ADD_WANDB_KEY}, or use wandb_mode 'offline'")
-    if mode is not None:
-        return mode
-    return "online" if has_wandb_key() else "offline"
+    return mode
 
 
 def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:

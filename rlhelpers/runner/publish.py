@@ -26,7 +26,7 @@ import wandb
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics
-from rlhelpers.report.records import Evaluation, RunRecord, read_run, run_dirs
+from rlhelpers.report.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.checkpoint import HISTORY_FILE
 from rlhelpers.runner.config import ADD_WANDB_KEY, check_choice, has_wandb_key
 from rlhelpers.runner.runlock import RunLock
@@ -46,21 +46,18 @@ class Published:
     project_url: str | None  # the project's web address (online only)
 
 
-def published_evaluation(evaluation: Evaluation) -> dict[str, Any]:
-    """What one evaluation contributes to W&B: what training logged (mean, std, mean episode length) and
-    the returns themselves."""
-    return {**evaluation_metrics(dataclasses.asdict(evaluation)), "eval/returns": list(evaluation.returns)}
-
-
 def local_rows(record: RunRecord) -> list[dict[str, Any]]:
     """One row per ``global_step``, in step order: the run's metrics.jsonl lines of that step merged with
-    the evaluation taken there. Null (non-finite) values are left out."""
+    the evaluation taken there (what training logged of it, and its returns). Null (non-finite) values are
+    left out."""
     rows: dict[int, dict[str, Any]] = {}
     for line in record.metrics():
         row = rows.setdefault(int(line["global_step"]), {})
         row.update({k: v for k, v in line.items() if k not in ("global_step", "time") and v is not None})
     for evaluation in record.evaluations:
-        rows.setdefault(evaluation.step, {}).update(published_evaluation(evaluation))
+        row = rows.setdefault(evaluation.step, {})
+        row.update(evaluation_metrics(dataclasses.asdict(evaluation)))
+        row["eval/returns"] = list(evaluation.returns)
     return [{**rows[step], "global_step": step} for step in sorted(rows)]
 
 

@@ -46,31 +46,17 @@ class RunResult:
     wandb_run_id: str
 
 
-class RunningMeans:
-    """A running sum and count per metric, of its finite values since the last ``pop``.
+def finite_means(updates: list[dict[str, float]]) -> dict[str, float]:
+    """Each metric's mean over ``updates`` of its finite values, by name; NaN for a metric without any.
 
     A NaN (the explained variance of a constant target) is left out of its metric's mean instead of
-    turning the whole mean into NaN; a metric without any finite value in the window is NaN.
+    turning the whole mean into NaN.
     """
-
-    def __init__(self) -> None:
-        self.sums: dict[str, float] = {}
-        self.counts: dict[str, int] = {}
-
-    def add(self, values: dict[str, float]) -> None:
-        """Count one update's statistics."""
-        for key, value in values.items():
-            self.sums.setdefault(key, 0.0)
-            self.counts.setdefault(key, 0)
-            if math.isfinite(value):
-                self.sums[key] += value
-                self.counts[key] += 1
-
-    def pop(self) -> dict[str, float]:
-        """Each metric's mean over the window, by name; the next window starts empty."""
-        means = {key: self.sums[key] / self.counts[key] if self.counts[key] else math.nan for key in sorted(self.sums)}
-        self.sums, self.counts = {}, {}
-        return means
+    means = {}
+    for key in sorted({key for update in updates for key in update}):
+        values = [update[key] for update in updates if key in update and math.isfinite(update[key])]
+        means[key] = sum(values) / len(values) if values else math.nan
+    return means
 
 
 def _newest_checkpoint_config(run_dir: RunDirectory) -> dict[str, Any]:
@@ -214,7 +200,7 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
     next_snapshot = _next_multiple(trainer.num_timesteps - 1, cfg.snapshot_interval)
     snapshot_step = None  # the step of this session's newest snapshot
     log_every = max(1, LOG_INTERVAL // cfg.batch_size)
-    means = RunningMeans()
+    window: list[dict[str, float]] = []  # the statistics of the updates since the last log line
     # train_seconds counts on from the saved total: it is the time since this (shifted) origin.
     clock_origin = time.monotonic() - trainer.train_seconds
     last_save = log_time = time.monotonic()
@@ -239,11 +225,12 @@ def _train_loop(trainer: Trainer, run_dir: RunDirectory, lock: RunLock, tracker:
         if budget_spent:
             stop_reason = "total_timesteps"
             break
-        means.add(trainer.train_iteration())
+        window.append(trainer.train_iteration())
         bar.update(cfg.batch_size)
         if trainer.n_updates % log_every == 0:
             now = time.monotonic()
-            metrics = {f"losses/{key}": value for key, value in means.pop().items()}
+            metrics = {f"losses/{key}": value for key, value in finite_means(window).items()}
+            window = []
             metrics["charts/fps"] = (trainer.num_timesteps - log_steps) / max(now - log_time, 1e-9)
             if trainer.episode_returns:
                 metrics["charts/episode_return"] = float(np.mean(trainer.episode_returns))

@@ -3,16 +3,15 @@
 An owner on this host is alive while its pid is. An owner on another host can only be judged by its
 heartbeat (machines share the run directory through Google Drive): it counts as dead once the
 heartbeat is ``stale_after_s`` old. After a Colab reconnect the new VM has another host name, so
-``acquire`` meets the previous session's lock: it waits, with a countdown, until that heartbeat is
-stale and then takes over with a warning. If the heartbeat moves while it waits, the owner is
-alive and ``acquire`` refuses. An owner whose lock was taken over learns it at its next
-``heartbeat`` (an ``RLHelpersError``), so two processes never keep writing one run.
+``acquire`` meets the previous session's lock: it waits until that heartbeat is stale and then takes
+over with a warning. If the heartbeat moves while it waits, the owner is alive and ``acquire``
+refuses. An owner whose lock was taken over learns it at its next ``heartbeat`` (an
+``RLHelpersError``), so two processes never keep writing one run.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 import sys
@@ -35,6 +34,15 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _age(owner: dict) -> float:
+    """Seconds since the heartbeat of a lock record (by this host's clock)."""
+    return time.time() - float(owner.get("heartbeat", 0.0))
+
+
+def _describe(owner: dict) -> str:
+    return f"host {owner.get('host')}, pid {owner.get('pid')}, last heartbeat {_age(owner):.0f} s ago"
 
 
 class RunLock:
@@ -70,7 +78,7 @@ class RunLock:
             return False
         if owner.get("host") == self.owner["host"]:
             return _pid_alive(int(owner.get("pid", -1)))
-        return time.time() - float(owner.get("heartbeat", 0.0)) < self.stale_after_s
+        return _age(owner) < self.stale_after_s
 
     def _is_self(self, owner: dict) -> bool:
         return owner.get("pid") == self.owner["pid"] and owner.get("host") == self.owner["host"]
@@ -78,7 +86,7 @@ class RunLock:
     def live_owner(self) -> dict | None:
         """The record (host, pid, heartbeat) of another process that holds this lock and is alive, else None."""
         owner = self._read() or {}
-        return owner if owner and not self._is_self(owner) and self._owner_alive(owner) else None
+        return owner if not self._is_self(owner) and self._owner_alive(owner) else None
 
     def _record(self) -> bytes:
         now = time.time()
@@ -95,37 +103,30 @@ class RunLock:
             raise write_error(str(self.path), exc) from exc
 
     def _refusal(self, owner: dict, why: str) -> RLHelpersError:
-        age = time.time() - float(owner.get("heartbeat", 0.0))
-        return RLHelpersError(
-            f"run {self.path.parent.name} is being trained by another process (host {owner.get('host')}, "
-            f"pid {owner.get('pid')}, last heartbeat {age:.0f} s ago){why}; stop that one first")
+        return RLHelpersError(f"run {self.path.parent.name} is being trained by another process "
+                              f"({_describe(owner)}){why}; stop that one first")
 
     def _wait_until_stale(self, owner: dict) -> bool:
-        """Wait, showing a countdown on stderr, until the heartbeat of ``owner`` (on another host) is stale.
+        """Wait until the heartbeat of ``owner`` (on another host) is stale, checking the lock every second.
 
         True once it is; False if the lock file disappeared meanwhile (try again). Raises if the lock
         changed, which means its owner is alive. The wait never exceeds ``stale_after_s``, even when the
         two hosts' clocks disagree.
         """
-        name = self.path.parent.name
-        age = time.time() - float(owner.get("heartbeat", 0.0))
-        deadline = time.monotonic() + min(self.stale_after_s, self.stale_after_s - age)
-        print(f"run {name} is locked by host {owner.get('host')} (pid {owner.get('pid')}), last heartbeat "
-              f"{age:.0f} s ago. After a Colab reconnect that is this run's previous session, on a machine that "
-              f"is gone: it counts as dead once its heartbeat is {self.stale_after_s:.0f} s old. Waiting for that "
-              "(interrupt to stop).", file=sys.stderr, flush=True)
-        try:
-            while (left := deadline - time.monotonic()) > 0:
-                print(f"\rtaking over run {name} in {math.ceil(left)} s ", end="", file=sys.stderr, flush=True)
-                time.sleep(min(1.0, left))
-                current = self._read()
-                if current is None:
-                    return False
-                if current and current != owner:
-                    raise self._refusal(current, ": its lock changed while this one waited, so it is alive")
-            return True
-        finally:
-            print(file=sys.stderr, flush=True)
+        wait_s = self.stale_after_s - max(_age(owner), 0.0)
+        print(f"run {self.path.parent.name} is locked by {_describe(owner)}. After a Colab reconnect that is "
+              "this run's previous session, on a machine that is gone: it counts as dead once its heartbeat is "
+              f"{self.stale_after_s:.0f} s old, so this takes the run over in {wait_s:.0f} s (interrupt to stop).",
+              file=sys.stderr, flush=True)
+        deadline = time.monotonic() + wait_s
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(1.0, left))
+            current = self._read()
+            if current is None:
+                return False
+            if current and current != owner:
+                raise self._refusal(current, ": its lock changed while this one waited, so it is alive")
+        return True
 
     def acquire(self) -> None:
         """Take the lock, waiting for an owner on another host to go stale (see the module docstring).
@@ -154,16 +155,14 @@ class RunLock:
                 continue  # released between the two calls
             if self._is_self(owner):
                 break
-            if owner and self._owner_alive(owner):
+            if self._owner_alive(owner):
                 if owner.get("host") == self.owner["host"]:
                     raise self._refusal(owner, "")
                 if not self._wait_until_stale(owner):
                     continue
-            age = time.time() - float(owner.get("heartbeat", 0.0))
-            warnings.warn(f"taking over run {self.path.parent.name} from dead owner (host {owner.get('host')}, "
-                          f"pid {owner.get('pid')}, last heartbeat {age:.0f} s ago)"
-                          if owner else f"taking over run {self.path.parent.name}: its lock file is unreadable",
-                          stacklevel=2)
+            name = self.path.parent.name
+            warnings.warn(f"taking over run {name} from dead owner ({_describe(owner)})" if owner
+                          else f"taking over run {name}: its lock file is unreadable", stacklevel=2)
             break
         self._write()
 
