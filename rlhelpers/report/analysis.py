@@ -1,53 +1,19 @@
 """The report's gradient facts, measured on real states from model snapshots.
 
-States: each snapshot's own policy plays the training envs, reset with a fixed env seed, with the
-trainer's rollout code. First ``burn_in_steps`` unrecorded steps per env (1000 by default), so that the
-states are from mid-game rather than the nearly identical opening frames of fresh games; then
-``n_rollouts`` recorded rollouts of n_envs x n_steps states, separated by ``gap_steps`` unrecorded
-steps per env (100 by default), so that they are from different rallies; both counts are rounded up
-to whole rollouts. Each recorded state carries the action taken and the trainer's n-step return,
-bootstrapped from the critic at the state after its rollout.
-Snapshots: ``n_stages - 1`` steps spread evenly over the snapshot steps that every run has, so that
-runs can be compared at one step, then each run's own last snapshot.
+The measurements, each defined in its own docstring:
 
-Every actor gradient here is taken with respect to the *actor's parameters*: the shared encoder
-and the policy head (the critic head receives no actor gradient: Q and V enter the actor losses
-through a stop-gradient). Their count is reported with each result.
+1. ``task_gradient_agreement``: task1's and task2's actor gradients on the same states and weights;
+2. ``estimator_variance``: the sampled-action estimator's variance against the all-action gradient's (a Q critic);
+3. ``a2c_estimator_variance``: the variance of A2C's own sampled estimator (a V critic);
+4. ``loss_term_gradients``: the gradient that each weighted term of a run's loss puts on the encoder and the
+   policy head;
+5. ``advantage_scale``: the size of the advantage the actor follows and of the critic's error;
+6. ``optimizer_regime``: per run, where RMSprop's running mean square lies against its eps.
 
-1. ``task_gradient_agreement``: task1's actor gradient, of -mean_s sum_a pi(a|s) sg[Q(s,a)], against
-   task2's, of -mean_s sum_a pi(a|s) sg[Q(s,a) - V~(s)], on the same states and weights; equal in
-   exact arithmetic because sum_a grad pi(a|s) = 0.
-2. ``estimator_variance``: for one state s, the all-action gradient g(s) = grad sum_a pi(a|s) sg[Q(s,a)]
-   is exact given s, while the sampled estimator g(s, a) = grad log pi(a|s) sg[Q(s,a) - V~(s)],
-   a ~ pi(.|s), has the same expectation (sum_a pi(a|s) g(s, a) = g(s), checked) and the variance
-   Var_a = sum_a pi(a|s) |g(s, a) - g(s)|^2 (trace of its covariance), computed exactly over the
-   |A| actions. Over a batch of B states both estimators also vary with the states drawn:
-   Var_s = E_s |g(s)|^2 - |E_s g(s)|^2. Per sample (one state s from the batch, for the sampled
-   estimator with one a ~ pi): all-action Var_s, sampled Var_s + E_s Var_a, like-for-like with A2C's
-   per-sample variance below. For the batch mean, treating the B states as independent: these over B.
-3. ``a2c_estimator_variance``: A2C's own per-sample estimator A_t grad log pi(a_t|s_t) with its V
-   critic and n-step advantage A_t = R_t - V(s_t), on its own rollouts: the empirical trace of its
-   covariance over the samples (states, actions and returns all vary).
-
-   Beside each variance: the signal |E g|^2, estimated without bias as |mean g|^2 minus the variance
-   of that mean (variance / (n - 1) over n states or samples), and the signal-to-noise ratio of a
-   batch of B: |E g|^2 / (variance / B). Above 1, a batch's gradient points mostly where the expected
-   gradient does; below 1, mostly in directions that the next batch undoes.
-4. ``loss_term_gradients``: the norm of the gradient that each weighted term of a run's own loss
-   (c_pg x actor, c_vf x critic, c_ent x entropy) puts on the encoder and on the policy head: which
-   term moves the policy, and which shapes the shared features.
-5. ``advantage_scale``: the size of the advantage that weights the actor's gradient, and of the critic's
-   error against its own n-step targets R_t, as root mean squares over the batch. For a Q critic the
-   advantage is Q(s,a) - V~(s), its size the pi-weighted spread sqrt(sum_a pi(a|s) (Q(s,a) - V~(s))^2),
-   and the error R_t - Q(s_t,a_t); for A2C's V critic both are A_t = R_t - V(s_t). A Q critic whose
-   spread over the actions is small beside its error gives the all-action actor a small and unreliable
-   signal, however low its variance.
-6. ``optimizer_regime`` (per run, from its newest checkpoint, the only state that keeps the optimizer):
-   TF-style RMSprop steps by lr g / sqrt(v + eps), v the running mean square of the parameter's
-   gradient. Where v is far below eps, the step is plain gradient descent at rate lr / sqrt(eps),
-   proportional to the gradient, so a loss term's weight and its advantage's size set how far the
-   parameter moves; where v is far above eps, RMSprop divides the gradient's size away. Per parameter
-   group (encoder, policy head, critic head): the share of parameters with v < eps and the median sqrt(v).
+They share three conventions. States: those ``collect_batch`` records from each snapshot's own policy.
+Snapshots: those ``stage_steps`` chooses. Actor gradients: taken with respect to ``actor_parameters`` (the
+shared encoder and the policy head), whose count is reported with each result. ``analyze_runs`` measures
+every run's snapshots and ``write_analysis`` saves the results.
 """
 
 from __future__ import annotations
@@ -69,7 +35,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS, state_value
 from rlhelpers.core.networks import ActorCritic
 from rlhelpers.report.plotting import ANALYSIS_JSON, figures_dir
-from rlhelpers.runner.checkpoint import SNAPSHOT_PATTERN, RunDirectory, load_model
+from rlhelpers.runner.checkpoint import RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig, resolve_config
 
 
@@ -85,11 +51,14 @@ class Batch:
 def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed: int,
                   burn_in_steps: int = 1000, gap_steps: int = 100) -> Batch:
     """States from ``n_rollouts`` training rollouts (n_envs x n_steps states each) played by ``model``'s
-    own policy in envs reset with ``seed``, with the trainer's n-step returns (clipped rewards on Atari).
+    own policy with the trainer's rollout code, in the training envs reset with ``seed``. Each state carries
+    the action taken and the trainer's n-step return (clipped rewards on Atari), bootstrapped from the
+    critic at the state after its rollout.
 
-    Play starts with ``burn_in_steps`` unrecorded steps per env, then records a rollout, plays
-    ``gap_steps`` unrecorded steps per env, records the next, and so on; both counts are rounded up to
-    whole rollouts of n_steps. The model is not changed.
+    Play starts with ``burn_in_steps`` unrecorded steps per env, so that the states are from mid-game
+    rather than the nearly identical opening frames of fresh games; then records a rollout, plays
+    ``gap_steps`` unrecorded steps per env, so that the next is from different rallies, records it, and
+    so on. Both counts are rounded up to whole rollouts of n_steps. The model is not changed.
     """
     from rlhelpers.core.trainer import Trainer  # the trainer's own rollout code, so the states are the training ones
 
@@ -116,16 +85,25 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
 
 
 def actor_parameters(model: ActorCritic) -> list[torch.nn.Parameter]:
-    """The encoder's and the policy head's parameters: everything an actor loss reaches."""
+    """The encoder's and the policy head's parameters: everything an actor loss reaches (the critic head
+    receives no actor gradient: Q and V enter the actor losses through a stop-gradient)."""
     return [p for name, p in model.named_parameters() if not name.startswith("critic_head.")]
 
 
-def _gradient_signal(mean_g: torch.Tensor, variance: float, n: int, params: list[torch.nn.Parameter]) -> dict[str, Any]:
-    """What both estimator measurements report first: the counts, |mean g|^2 and the signal |E g|^2, estimated
-    without bias from the mean of n draws and their (population) variance."""
+def _gradient_signal(mean_g: torch.Tensor, variance: float, n: int, params: list[torch.nn.Parameter],
+                     per_sample: dict[str, float], batch_size: int) -> dict[str, Any]:
+    """What both estimator measurements report beside their variances: the counts, |mean g|^2 over the n
+    draws and the signal |E g|^2, estimated without bias as |mean g|^2 minus the variance of that mean
+    (``variance`` / (n - 1), ``variance`` the draws' population variance); then, for each estimator's
+    ``per_sample`` variance, the variance of a batch of B = ``batch_size`` and its signal-to-noise ratio
+    |E g|^2 / (variance / B). Above 1, a batch's gradient points mostly where the expected gradient does;
+    below 1, mostly in directions that the next batch undoes."""
     mean_sq = float(mean_g.square().sum())
+    signal = mean_sq - (variance / (n - 1) if n > 1 else 0.0)
+    batch = {name: var / batch_size for name, var in per_sample.items()}
     return {"n_states": n, "n_parameters": sum(p.numel() for p in params), "mean_gradient_sq_norm": mean_sq,
-            "signal_sq_norm": mean_sq - (variance / (n - 1) if n > 1 else 0.0)}
+            "signal_sq_norm": signal, "batch": {"size": batch_size, **batch},
+            "batch_signal_to_noise": {name: _ratio(signal, var) for name, var in batch.items()}}
 
 
 def _ratio(a: float, b: float) -> float:
@@ -133,9 +111,8 @@ def _ratio(a: float, b: float) -> float:
 
 
 def _flat_grad(output: torch.Tensor, params: list[torch.nn.Parameter]) -> torch.Tensor:
-    grads = torch.autograd.grad(output, params, retain_graph=True, allow_unused=True)
-    return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params,
-                                                                                                  strict=True)])
+    grads = torch.autograd.grad(output, params, retain_graph=True, materialize_grads=True)
+    return torch.cat([g.reshape(-1) for g in grads])
 
 
 def _loss(outputs: tuple[torch.Tensor, torch.Tensor], algo: str, batch: Batch, pg_coef: float, vf_coef: float,
@@ -151,26 +128,33 @@ def actor_gradient(model: ActorCritic, algo: str, batch: Batch) -> torch.Tensor:
     return _flat_grad(_loss(model(batch.obs), algo, batch, 1.0, 0.0, 0.0), actor_parameters(model))
 
 
-def _cosine_and_relative(a: torch.Tensor, b: torch.Tensor) -> dict[str, float]:
-    a, b = a.double(), b.double()
-    return {"cosine": float(torch.dot(a, b) / (a.norm() * b.norm())),
-            "relative_difference": float((a - b).norm() / a.norm())}
-
-
 def task_gradient_agreement(model: ActorCritic, batch: Batch) -> dict[str, Any]:
-    """task1 against task2 actor gradients on the same states and weights, in float32 and float64."""
+    """task1's actor gradient, of -mean_s sum_a pi(a|s) sg[Q(s,a)], against task2's, of
+    -mean_s sum_a pi(a|s) sg[Q(s,a) - V~(s)], on the same states and weights, in float32 and float64: their
+    cosine and relative difference. The two are equal in exact arithmetic because sum_a grad pi(a|s) = 0."""
     result: dict[str, Any] = {"n_states": len(batch.actions),
                               "n_parameters": sum(p.numel() for p in actor_parameters(model))}
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
         typed = copy.deepcopy(model).to(dtype)
-        result[name] = _cosine_and_relative(actor_gradient(typed, "task1", batch),
-                                            actor_gradient(typed, "task2", batch))
+        a, b = (actor_gradient(typed, algo, batch).double() for algo in ("task1", "task2"))
+        result[name] = {"cosine": float(torch.dot(a, b) / (a.norm() * b.norm())),
+                        "relative_difference": float((a - b).norm() / a.norm())}
     return result
 
 
 def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dict[str, Any]:
     """Exact variance of the sampled-action estimator against the all-action gradient (a Q critic), per
-    state (over the actions), per sample (states and actions) and for a batch of ``batch_size`` states."""
+    state (over the actions), per sample (states and actions) and for a batch of ``batch_size`` states.
+
+    For one state s, the all-action gradient g(s) = grad sum_a pi(a|s) sg[Q(s,a)] is exact given s, while
+    the sampled estimator g(s, a) = grad log pi(a|s) sg[Q(s,a) - V~(s)], a ~ pi(.|s), has the same
+    expectation (sum_a pi(a|s) g(s, a) = g(s), checked) and the variance
+    Var_a = sum_a pi(a|s) |g(s, a) - g(s)|^2 (trace of its covariance), computed exactly over the |A|
+    actions. Over a batch of B states both estimators also vary with the states drawn:
+    Var_s = E_s |g(s)|^2 - |E_s g(s)|^2. Per sample (one state s from the batch, for the sampled estimator
+    with one a ~ pi): all-action Var_s, sampled Var_s + E_s Var_a, like-for-like with
+    ``a2c_estimator_variance``. For the batch mean, treating the B states as independent: these over B.
+    """
     params = actor_parameters(model)
     sum_g = None
     sum_sq_g = action_var = identity_error = 0.0
@@ -191,23 +175,21 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
     mean_g = sum_g / n
     state_var = sum_sq_g / n - float(mean_g.square().sum())
     per_state_action_var = action_var / n
-    signal = _gradient_signal(mean_g, state_var, n, params)
     per_sample = {"all_action": state_var, "sampled": state_var + per_state_action_var}
-    batch_var = {name: var / batch_size for name, var in per_sample.items()}
     return {
-        **signal,
+        **_gradient_signal(mean_g, state_var, n, params, per_sample, batch_size),
         "per_state": {"all_action": 0.0, "sampled": per_state_action_var},
         "state_variance": state_var,
         "per_sample": per_sample,
-        "batch": {"size": batch_size, **batch_var},
-        "batch_signal_to_noise": {name: _ratio(signal["signal_sq_norm"], var) for name, var in batch_var.items()},
         "sampled_over_all_action_batch": _ratio(per_sample["sampled"], per_sample["all_action"]),
         "expectation_identity_max_relative_error": identity_error,
     }
 
 
 def a2c_estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dict[str, Any]:
-    """Empirical trace of the covariance of A_t grad log pi(a_t|s_t) over the batch's samples (a V critic)."""
+    """The variance of A2C's own per-sample estimator A_t grad log pi(a_t|s_t), with its V critic and n-step
+    advantage A_t = R_t - V(s_t), on its own rollouts: the empirical trace of its covariance over the batch's
+    samples (states, actions and returns all vary), and for a batch of ``batch_size`` samples."""
     params = actor_parameters(model)
     grads = []
     for obs, action, ret in zip(batch.obs, batch.actions, batch.returns, strict=True):
@@ -217,14 +199,14 @@ def a2c_estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) ->
     stacked = torch.stack(grads)
     mean_g = stacked.mean(0)
     variance = float((stacked - mean_g).square().sum(1).mean())
-    signal = _gradient_signal(mean_g, variance, len(grads), params)
-    return {**signal, "per_sample": variance, "batch": {"size": batch_size, "sampled": variance / batch_size},
-            "batch_signal_to_noise": {"sampled": _ratio(signal["signal_sq_norm"], variance / batch_size)}}
+    return {**_gradient_signal(mean_g, variance, len(grads), params, {"sampled": variance}, batch_size),
+            "per_sample": variance}
 
 
 def loss_term_gradients(model: ActorCritic, algo: str, batch: Batch, config: TrainConfig) -> dict[str, Any]:
-    """Norm of the gradient of each weighted term of ``algo``'s loss, with ``config``'s coefficients,
-    on the encoder's and on the policy head's parameters, over the batch."""
+    """Norm of the gradient of each weighted term of ``algo``'s loss, with ``config``'s coefficients
+    (c_pg x actor, c_vf x critic, c_ent x entropy), on the encoder's and on the policy head's parameters,
+    over the batch: which term moves the policy, and which shapes the shared features."""
     groups = {"encoder": list(model.encoder.parameters()), "policy_head": list(model.policy_head.parameters())}
     weights = {"actor": (config.pg_coef, 0.0, 0.0), "critic": (0.0, config.vf_coef, 0.0),
                "entropy": (0.0, 0.0, config.ent_coef)}
@@ -237,8 +219,14 @@ def loss_term_gradients(model: ActorCritic, algo: str, batch: Batch, config: Tra
 
 
 def advantage_scale(model: ActorCritic, algo: str, batch: Batch) -> dict[str, float]:
-    """Root mean square over the batch of the advantage the actor follows and of the critic's error
-    against the n-step returns (the two coincide for A2C's V critic)."""
+    """Root mean square over the batch of the advantage that weights the actor's gradient and of the
+    critic's error against its own n-step targets R_t.
+
+    For a Q critic the advantage is Q(s,a) - V~(s), its size the pi-weighted spread
+    sqrt(sum_a pi(a|s) (Q(s,a) - V~(s))^2), and the error R_t - Q(s_t,a_t); for A2C's V critic both are
+    A_t = R_t - V(s_t). A Q critic whose spread over the actions is small beside its error gives the
+    all-action actor a small and unreliable signal, however low its variance.
+    """
     with torch.inference_mode():
         logits, critic = model(batch.obs)
         logits, critic, returns = logits.double(), critic.double(), batch.returns.double()
@@ -259,8 +247,14 @@ def parameter_group(name: str) -> str:
 
 
 def optimizer_regime(model: ActorCritic, optimizer_state: dict[str, Any], eps: float) -> dict[str, Any]:
-    """Per parameter group of ``model``, from an RMSprop state dict: how many parameters there are, the
-    share whose running mean square v lies below ``eps``, and the median sqrt(v)."""
+    """Per parameter group of ``model`` (encoder, policy head, critic head), from an RMSprop state dict: how
+    many parameters there are, the share whose running mean square v lies below ``eps``, and the median sqrt(v).
+
+    TF-style RMSprop steps by lr g / sqrt(v + eps), v the running mean square of the parameter's gradient.
+    Where v is far below eps, the step is plain gradient descent at rate lr / sqrt(eps), proportional to the
+    gradient, so a loss term's weight and its advantage's size set how far the parameter moves; where v is
+    far above eps, RMSprop divides the gradient's size away.
+    """
     names = [name for name, _ in model.named_parameters()]
     indices = [index for group in optimizer_state["param_groups"] for index in group["params"]]
     square_avgs: dict[str, list[torch.Tensor]] = {}
@@ -303,10 +297,6 @@ def stage_steps(steps: dict[str, list[int]], n_stages: int) -> dict[str, list[in
 METHOD_VERSION = 1
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _entries_of_gone_snapshots(reusable: dict[str, dict[str, Any]], run_dirs: dict[str, Path],
                                local: dict[str, dict[int, Path]]) -> dict[str, dict[int, dict[str, Any]]]:
     """The earlier entries, per run still under the runs directory and step, whose snapshot is gone and
@@ -325,16 +315,15 @@ def _entries_of_gone_snapshots(reusable: dict[str, dict[str, Any]], run_dirs: di
 def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, seed: int = 7,
                  burn_in_steps: int = 1000, gap_steps: int = 100, show_progress: bool = False,
                  previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Every measurement above for each run's snapshots under ``runs_dir``.
+    """Every measurement above for the snapshots of each run under ``runs_dir``: ``n_stages`` per run, at the
+    steps ``stage_steps`` chooses, on ``collect_batch``'s states with these settings (``seed`` the env seed);
+    and each run's ``optimizer_regime`` from its newest checkpoint, the only state that keeps the optimizer.
 
-    Snapshots: ``n_stages`` per run, at the steps ``stage_steps`` chooses. States: ``collect_batch``'s
-    ``n_rollouts`` rollouts of each snapshot's own policy with env seed ``seed``, after ``burn_in_steps``
-    and separated by ``gap_steps`` unrecorded steps per env. A snapshot's entry in ``previous`` (earlier
-    results) is kept instead of measured again when ``METHOD_VERSION``, the settings and the snapshot file's
-    SHA-256 are the same. The entries of snapshots that are gone (a fresh clone, another machine) are
-    kept as ``_entries_of_gone_snapshots`` says, and their steps take part in choosing the shared steps;
-    a run without snapshots also keeps its optimizer regime from ``previous``, while the regime of a run
-    with a checkpoint is always read anew.
+    A snapshot's entry in ``previous`` (earlier results) is kept instead of measured again when
+    ``METHOD_VERSION``, the settings and the snapshot file's SHA-256 are the same. The entries of snapshots
+    that are gone (a fresh clone, another machine) are kept as ``_entries_of_gone_snapshots`` says, and their
+    steps take part in choosing the shared steps; a run without snapshots also keeps its optimizer regime
+    from ``previous``, while the regime of a run with a checkpoint is always read anew.
     """
     runs_dir = Path(runs_dir)
     run_dirs = {path.name: path for path in sorted(runs_dir.glob("*")) if path.is_dir()}
@@ -355,13 +344,12 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     kept = _entries_of_gone_snapshots(reusable, run_dirs, local)
     stages = stage_steps({run: sorted({*local.get(run, {}), *kept.get(run, {})}) for run in sorted({*local, *kept})},
                          n_stages)
-    results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {}}
-    for run, entries in kept.items():
-        for step, entry in entries.items():
-            results["snapshots"][f"{run}@{step}"] = entry
-    staged = [(run, local[run][step]) for run, steps in stages.items() for step in steps if step in local.get(run, {})]
-    for run, path in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
-        key, digest = f"{run}@{int(SNAPSHOT_PATTERN.match(path.name).group(1))}", _sha256(path)
+    results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {
+        f"{run}@{step}": entry for run, entries in kept.items() for step, entry in entries.items()}}
+    staged = [(run, step) for run, steps in stages.items() for step in steps if step in local.get(run, {})]
+    for run, step in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
+        key, path = f"{run}@{step}", local[run][step]
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if reusable.get(key, {}).get("snapshot_sha256") == digest:
             results["snapshots"][key] = reusable[key]
             continue

@@ -1,31 +1,9 @@
 """Every figure that the report's written analysis cites, recomputed from the runs present.
 
 The analysis is prose in the notebook. Next to it, a list of ``Claim``s repeats each figure as the
-prose writes it and names the measurement behind it; ``check`` measures them all again from the runs'
-evaluation histories and the gradient analysis (``figures/analysis.json``) and says, claim by claim,
-whether the text still holds. ``measure`` returns the measurements by name:
-
-- ``pass/<run>``: the first evaluation step above the target; ``last/<run>``: the last evaluation's mean return;
-- ``until``: the last step that every compared curve reaches; ``curve/<label>`` the mean return of a
-  label's seed-averaged curve up to it and ``seed/<run>`` each seed's; ``below/<label>/<other>``: whether
-  both of the label's seeds lie below both of the other's (the report's rule for "learned more slowly");
-- ``task_gap``, ``seed_gap``, ``gap_sem``: after task1 and task2 of one seed part, their mean gap, the gap
-  between two seeds of one algorithm at the same steps, and the standard error of one gap;
-- gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
-  ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
-  gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``ABLATION``: a's actor-term
-  gradient on the policy head over b's, same seed and step), ``advantage/<label>`` (the size of the
-  advantage its actor follows; a variant's too), ``error_over_spread`` (task1's critic error over its
-  action spread), ``encoder_critic_over_actor/<algo>``, ``eps_share/<algo>`` (share of policy-head
-  parameters whose RMSprop mean square is below epsilon) and ``lr_ratio`` (task1's learning rate over A2C's);
-- ``budget``: the report runs' training budget, when they share one;
-- ``ablation/...``: the speed comparison of ``ABLATION``'s labels (``ablation/until``, ``ablation/below/<a>/<b>``,
-  ...).
-
-Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
-a variant's snapshots (the ablation's) are measured beside them, not pooled in.
-
-A measurement with nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
+prose writes it and names the measurement behind it (a key of ``measure``); ``check`` measures them all
+again from the runs' evaluation histories and the gradient analysis (``figures/analysis.json``) and says,
+claim by claim, whether the text still holds.
 """
 
 from __future__ import annotations
@@ -89,8 +67,10 @@ def label(run_name: str) -> str:
 
 
 def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, Any]:
-    """The report's speed comparison of ``labels``: ``until``, ``curve/<label>``, ``seed/<run>`` and
-    ``below/<label>/<other>`` as the module docstring says."""
+    """The report's speed comparison of ``labels``: ``until``, the last step that every compared curve
+    reaches; ``curve/<label>``, the mean return of a label's seed-averaged curve up to it, and ``seed/<run>``
+    each seed's; ``below/<label>/<other>``, whether both of the label's seeds lie below both of the other's
+    (the report's rule for "learned more slowly"). Empty unless every label has a run with evaluations."""
     records = list(records)
     runs = {lab: [r for r in records if r.label == lab and r.evaluations] for lab in labels}
     curves = {lab: algo_curve(records) for lab, records in runs.items() if records}
@@ -119,8 +99,7 @@ def pair_divergences(records: dict[str, RunRecord], pairs: Iterable[tuple[str, .
 
 
 def _pair_gaps(records: dict[str, RunRecord]) -> dict[str, float | None]:
-    """After task1 and task2 of one seed part: their mean gap, and for scale the gap between the two seeds
-    of one algorithm at the same steps, with the standard error of one gap."""
+    """``measure``'s ``task_gap``, ``seed_gap`` and ``gap_sem``."""
     task, seed = (list(pair_divergences(records, pairs).values()) for pairs in (TASK_PAIRS, SEED_PAIRS))
     steps = {step for d in task for step in d["mean_gap"]}
 
@@ -167,8 +146,28 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float = 18.0) -> dict[str, Any]:
-    """Every measurement the claims can name (see the module docstring), from the runs in ``runs_dir``
-    and the gradient ``analysis``."""
+    """Every measurement the claims can name, by key, from the runs in ``runs_dir`` and the gradient
+    ``analysis``:
+
+    - ``pass/<run>``: the first evaluation step above ``target``; ``last/<run>``: the last evaluation's mean return;
+    - ``until``, ``curve/<label>``, ``seed/<run>``, ``below/<label>/<other>``: ``compare_speed`` of the algorithms;
+    - ``task_gap``, ``seed_gap``, ``gap_sem``: after task1 and task2 of one seed part, their mean gap, the gap
+      between two seeds of one algorithm at the same steps, and the standard error of one gap;
+    - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
+      ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
+      gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``ABLATION``: a's actor-term
+      gradient on the policy head over b's, same seed and step), ``advantage/<label>`` (the size of the
+      advantage its actor follows; a variant's too), ``error_over_spread`` (task1's critic error over its
+      action spread), ``encoder_critic_over_actor/<algo>``, ``eps_share/<algo>`` (share of policy-head
+      parameters whose RMSprop mean square is below epsilon) and ``lr_ratio`` (task1's learning rate over A2C's);
+    - ``budget``: the report runs' training budget, when they share one;
+    - ``ablation/...``: ``compare_speed`` of ``ABLATION``'s labels (``ablation/until``,
+      ``ablation/below/<a>/<b>``, ...).
+
+    Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
+    a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
+    nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
+    """
     records = {r.name: r for r in read_runs(runs_dir)}
     found: dict[str, Any] = {}
     for name, record in records.items():

@@ -1,10 +1,10 @@
-"""The comparison plot of docs/experiment.md, built from every run's eval_history.json that is present,
-the training diagnostics, and where a runs directory's figures go."""
+"""The report's plots: the comparison of docs/experiment.md, built from every run's eval_history.json that
+is present, the training diagnostics and the gradient measurements; and where a runs directory's figures go."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,14 +40,6 @@ def figures_dir(runs_dir: str | Path) -> Path:
     return Path(runs_dir) / "figures"
 
 
-def _pooled(by_step: dict[int, list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Steps in order, and at each the mean, standard error and count of the returns pooled there."""
-    steps = sorted(by_step)
-    stats = [mean_and_sem(by_step[step]) for step in steps]
-    return (np.array(steps), np.array([m for m, _ in stats]), np.array([e for _, e in stats]),
-            np.array([len(by_step[step]) for step in steps]))
-
-
 @dataclass
 class AlgoCurve:
     """One algorithm's curve over its seeds, with held evaluations of the seeds that stopped early."""
@@ -75,7 +67,9 @@ def algo_curve(records: Sequence[RunRecord]) -> AlgoCurve:
     seed_returns = [held_returns(record, all_steps) for record in records]
     by_step = {step: [ret for returns in seed_returns for ret in returns[step]] for step in all_steps
                if all(step in returns for returns in seed_returns)}
-    return AlgoCurve(*_pooled(by_step), stopped)
+    stats = [mean_and_sem(pooled) for pooled in by_step.values()]
+    return AlgoCurve(np.array(list(by_step)), np.array([m for m, _ in stats]), np.array([e for _, e in stats]),
+                     np.array([len(pooled) for pooled in by_step.values()]), stopped)
 
 
 def held_returns(record: RunRecord, steps: Iterable[int]) -> dict[int, tuple[float, ...]]:
@@ -205,9 +199,10 @@ MECHANISM_PNG = "mechanism.png"
 SEED_MARKERS = ("o", "s", "^", "D")
 
 
-def _snapshot_series(analysis: dict[str, Any], value: Any) -> dict[str, tuple[list[int], list[float]]]:
-    """Per report run (variants left out), the steps of its trained snapshots (step 0 left out) and
-    ``value(entry)`` at each, where defined."""
+def _draw_series(ax: Axes, analysis: dict[str, Any], value: Callable[[dict[str, Any]], float | None],
+                 style: str = "-", suffix: str = "") -> None:
+    """One line per report run (variants left out): ``value(entry)`` of its trained snapshots (step 0 left
+    out), where defined, against their steps; the colour of its algorithm, a marker per seed."""
     series: dict[str, tuple[list[int], list[float]]] = {}
     for entry in sorted(analysis.get("snapshots", {}).values(), key=lambda e: (e["run"], e["step"])):
         measured = value(entry) if entry["step"] > 0 and parse_run_name(entry["run"])[0] in ALGOS else None
@@ -215,16 +210,9 @@ def _snapshot_series(analysis: dict[str, Any], value: Any) -> dict[str, tuple[li
             steps, values = series.setdefault(entry["run"], ([], []))
             steps.append(entry["step"])
             values.append(measured)
-    return series
-
-
-def _draw_series(ax: Axes, series: dict[str, tuple[list[int], list[float]]], style: str = "-",
-                 suffix: str = "") -> None:
-    """One line per run: the colour of its algorithm, a marker per seed."""
-    colors = {algo: f"C{i}" for i, algo in enumerate(ALGOS)}
     for run, (steps, values) in series.items():
         algo, seed = parse_run_name(run)
-        ax.plot(steps, values, style, marker=_seed_style(seed, SEED_MARKERS, "x"), color=colors.get(algo, "k"),
+        ax.plot(steps, values, style, marker=_seed_style(seed, SEED_MARKERS, "x"), color=f"C{ALGOS.index(algo)}",
                 label=run + suffix)
 
 
@@ -235,21 +223,20 @@ def plot_mechanism(analysis: dict[str, Any], out: str | Path | None = None) -> F
     the size of the advantage each actor follows beside the critic's error."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True)
     (variance, snr), (head, advantage) = axes
-    _draw_series(variance, _snapshot_series(analysis, lambda e: e.get("estimator_variance", {}).get(
-        "sampled_over_all_action_batch")))
+    _draw_series(variance, analysis, lambda e: e.get("estimator_variance", {}).get("sampled_over_all_action_batch"))
     variance.set_title("(a) sampled-action over all-action gradient variance,\nbatch of 80 states", fontsize=10)
-    _draw_series(snr, _snapshot_series(analysis, lambda e: e.get("estimator_variance", {}).get(
-        "batch_signal_to_noise", {}).get("all_action")), suffix=" all-action")
-    _draw_series(snr, _snapshot_series(analysis, lambda e: (e.get("estimator_variance") or e.get(
-        "a2c_estimator_variance", {})).get("batch_signal_to_noise", {}).get("sampled")), ":", " sampled")
+    _draw_series(snr, analysis, lambda e: e.get("estimator_variance", {}).get("batch_signal_to_noise", {}).get(
+        "all_action"), suffix=" all-action")
+    _draw_series(snr, analysis, lambda e: (e.get("estimator_variance") or e.get("a2c_estimator_variance", {})).get(
+        "batch_signal_to_noise", {}).get("sampled"), ":", " sampled")
     snr.set_title("(b) signal-to-noise of a batch's gradient (solid: all-action,\ndotted: sampled; A2C: its own)",
                   fontsize=10)
     snr.set_yscale("symlog", linthresh=0.01)
-    _draw_series(head, _snapshot_series(analysis, lambda e: e["loss_term_gradients"]["actor"]["policy_head"]))
+    _draw_series(head, analysis, lambda e: e["loss_term_gradients"]["actor"]["policy_head"])
     head.set_title("(c) gradient norm of the weighted actor term\non the policy head", fontsize=10)
-    _draw_series(advantage, _snapshot_series(analysis, lambda e: e["advantage_scale"]["advantage_rms"]))
-    _draw_series(advantage, _snapshot_series(analysis, lambda e: e["advantage_scale"]["critic_rms_error"]
-                                             if "estimator_variance" in e else None), ":", " critic error")
+    _draw_series(advantage, analysis, lambda e: e["advantage_scale"]["advantage_rms"])
+    _draw_series(advantage, analysis, lambda e: e["advantage_scale"]["critic_rms_error"]
+                 if "estimator_variance" in e else None, ":", " critic error")
     advantage.set_title("(d) advantage the actor follows (solid; RMS) and\nthe Q critic's error (dotted)",
                         fontsize=10)
     for ax in axes.flat:

@@ -133,10 +133,10 @@ def divergence_markdown(runs_dir: str | Path) -> str:
     gradients, same seed), and how far apart they drift afterwards, beside two seeds of one algorithm."""
     table = []
     for pair, d in pair_divergences({r.name: r for r in read_runs(runs_dir)}, (*TASK_PAIRS, *SEED_PAIRS)).items():
-        gaps, sems = list(d["mean_gap"].values()), list(d["gap_sem"].values())
+        gaps, sems = list(d["mean_gap"].values()), list(d["gap_sem"].values())  # at the same steps
+        after = [f"{np.mean(gaps):.2f}", f"{max(gaps):.2f}", f"{np.mean(sems):.2f}"] if gaps else ["n/a"] * 3
         table.append([pair, _step_or(d["last_identical_step"], "never"),
-                      f"{d['identical_steps']} / {d['common_steps']}", f"{np.mean(gaps):.2f}" if gaps else "n/a",
-                      f"{max(gaps):.2f}" if gaps else "n/a", f"{np.mean(sems):.2f}" if sems else "n/a"])
+                      f"{d['identical_steps']} / {d['common_steps']}", *after])
     if not table:
         return "_No pair of runs to compare yet: each needs both runs' evaluation histories._"
     return markdown_table("Where evaluation histories part: the last step up to which both runs' evaluations are "
@@ -159,57 +159,6 @@ def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
         return write_analysis(runs_dir, path)[1]
     path = Path(path) if path is not None else figures_dir(runs_dir) / ANALYSIS_JSON
     return json.loads(path.read_text()) if path.exists() else None
-
-
-def _g(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3g}"
-
-
-def analysis_markdown(results: dict[str, Any] | None) -> str:
-    """The measured facts as Markdown tables, straight from the results of ``analysis_results``: per
-    snapshot, the actor's gradient estimators, then each loss term's gradient and the advantage's size;
-    per run, RMSprop's regime."""
-    if not results:
-        return ("_No gradient measurements yet for these runs: once they have snapshots, set "
-                "`recompute_analysis = True` or run `python -m rlhelpers analyze --runs-dir <runs_dir>`._")
-    estimators, terms = [], []
-    for key, e in results["snapshots"].items():
-        v = e.get("estimator_variance") or e["a2c_estimator_variance"]
-        # A Q critic's snapshot has the all-action measurements; A2C's V critic only its own sampled estimator.
-        agreement = e.get("task_gradient_agreement", {})
-        all_action = ([_g(agreement[dtype]["relative_difference"]) for dtype in ("float32", "float64")]
-                      + [_g(v["sampled_over_all_action_batch"]), _g(v["batch_signal_to_noise"]["all_action"])]
-                      if "estimator_variance" in e else ["", "", "", ""])
-        estimators.append([key, str(v["n_states"]), str(v["batch"]["size"]), *all_action,
-                           _g(v["batch_signal_to_noise"]["sampled"])])
-        g, scale = e["loss_term_gradients"], e["advantage_scale"]
-        terms.append([key, _g(g["actor"]["policy_head"]), _g(g["entropy"]["policy_head"]), _g(g["actor"]["encoder"]),
-                      _g(g["critic"]["encoder"]), _g(scale["advantage_rms"]), _g(scale["critic_rms_error"])])
-    regimes = [[run, f"{r['step']:,}", group, f"{g['n_parameters']:,}", f"{g['below_eps_share']:.1%}",
-                _g(g["median_rms"])]
-               for run, r in results["optimizer_regime"].items() for group, g in r["groups"].items()]
-    return "\n\n".join([
-        f"States: {results['n_rollouts']} rollouts (n_envs × n_steps states each) of each snapshot's own policy, after "
-        f"{results['burn_in_steps']:,} unrecorded steps per env and {results['gap_steps']:,} apart, measured by "
-        f"`python -m rlhelpers analyze --rollouts {results['n_rollouts']} --stages {results['n_stages']}`. "
-        "Actor parameters: the encoder and the policy head. `rlhelpers/report/analysis.py` defines each measurement.",
-        markdown_table("The actor's gradient estimators: the two all-action actors' gradients against each other "
-                       "(relative difference, same states and weights); the sampled-action estimator's variance over "
-                       "the all-action one's, for a batch of one rollout; and each estimator's signal-to-noise ratio "
-                       "in such a batch (A2C: its own sampled estimator)",
-                       ["snapshot", "states", "batch", "all-action actors differ, float32", "float64",
-                        "variance: sampled / all-action", "signal/noise: all-action", "sampled"], estimators),
-        markdown_table("Which term moves what: gradient norm of each weighted term of the run's own loss "
-                       "(c_pg × actor, c_vf × critic, c_ent × entropy) on the policy head and the encoder; and the "
-                       "root mean square of the advantage the actor follows (a Q critic: the π-weighted spread of "
-                       "Q(s,a) − Ṽ(s); a V critic: R_t − V(s_t)) beside the critic's error against its n-step targets",
-                       ["snapshot", "policy head: actor", "entropy", "encoder: actor", "critic",
-                        "advantage RMS", "critic RMS error"], terms),
-        *([markdown_table("RMSprop's regime at each run's last checkpoint: the step is lr·g/√(v+ε); where the "
-                          "running mean square v is below ε it is plain gradient descent at rate lr/√ε, proportional "
-                          "to the gradient",
-                          ["run", "step", "parameters", "count", "v < ε", "median √v"], regimes)] if regimes else []),
-    ])
 
 
 def agent_video_html(runs_dir: str | Path, records: list[RunRecord], gif: str | Path | None = None) -> str:
