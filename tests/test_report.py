@@ -142,6 +142,20 @@ def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
     assert (tmp_path / "second.ipynb").stat().st_size < 300_000, "progress bars and logs stay small"
 
 
+def test_algo_all_trains_every_run_and_a_rerun_only_builds_the_report(tmp_path: Path) -> None:
+    params = ["-p", "algo", "all", "-p", "total_timesteps", "1000", *CARTPOLE]
+    proc, nb = _papermill(tmp_path, "all.ipynb", params)
+    _assert_report_ok(proc, nb, tmp_path, expected_runs())
+    histories = {run: _history(tmp_path, run) for run in expected_runs()}
+    assert all([p["step"] for p in h["history"]] == [0, 500, 1000] for h in histories.values())
+    assert "6/6 runs finished" in _text(nb)
+
+    proc, nb = _papermill(tmp_path, "again.ipynb", params)
+    _assert_report_ok(proc, nb, tmp_path, expected_runs())
+    assert all(f"{run}: finished, skipped" in _text(nb) for run in expected_runs())
+    assert {run: _history(tmp_path, run) for run in expected_runs()} == histories
+
+
 def test_short_pong_run(tmp_path: Path) -> None:
     """The README's main command, with a tiny budget: your own run in my_runs/, its figures beside it."""
     proc, nb = _papermill(tmp_path, "pong.ipynb", [
@@ -230,8 +244,8 @@ def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("params", "error"), [
-    (["-p", "algo", "tsak1"], "unknown algo 'tsak1': choose one of a2c, task1, task2, "
-                              "or 'none' to only build the report from the runs present"),
+    (["-p", "algo", "tsak1"], "unknown algo 'tsak1': choose one of a2c, task1, task2, 'all' to train every "
+                              "run of the report, or 'none' to only build the report from the runs present"),
     # papermill itself only warns about a name the notebook lacks, and the default runs_dir would be used
     (["-p", "algo", "task1", "-p", "run_dir", "my_runs"], "unknown parameter 'run_dir': did you mean 'runs_dir'?"),
 ])
@@ -270,6 +284,9 @@ def test_run_config_casts_papermill_floats() -> None:
     config = report.run_config("task1", seed=100, total_timesteps=5e3, n_envs=2.0, runs_dir="runs")
     assert (config.total_timesteps, config.n_envs, config.run_name) == (5000, 2, "task1_seed-100")
     assert report.run_config("none", seed=0) is None
+    assert report.run_config("all", seed=0, total_timesteps=5e3) is None  # every run: trained by the campaign
+    with pytest.raises(RLHelpersError, match="n_envs must be"):  # the shared options are checked for each algo
+        report.run_config("all", seed=0, n_envs=-1)
 
 
 def test_notebook_defaults_follow_the_environment() -> None:

@@ -22,6 +22,7 @@ from rlhelpers.report.records import RunRecord, read_runs
 from rlhelpers.runner.config import ALGOS, TrainConfig, expected_runs, validate
 
 REPORT_ONLY = "none"
+ALL_RUNS = "all"
 # The names of report.ipynb's parameters cell.
 NOTEBOOK_PARAMETERS = ("algo", "seed", "env_id", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes",
                        "stop_return", "runs_dir", "wandb_project", "wandb_entity", "wandb_mode", "recompute_analysis",
@@ -50,21 +51,26 @@ def check_parameters(executed_cells: list[str], recompute_analysis: object) -> N
                              "(papermill's -r passes text: use -p)")
 
 
-def run_config(algo: str, **params: Any) -> TrainConfig | None:
-    """The validated ``TrainConfig`` of the run to train, or None for ``algo='none'`` (report only).
+def run_options(**params: Any) -> dict[str, Any]:
+    """The notebook's parameters as ``TrainConfig`` fields: whole floats (papermill reads
+    ``-p total_timesteps 5e3`` as 5000.0) become ints where the field is an integer."""
+    return {name: int(value) if name in _INT_PARAMS and isinstance(value, float) and value.is_integer() else value
+            for name, value in params.items()}
 
-    ``params`` are ``TrainConfig`` fields; whole floats (papermill reads ``-p total_timesteps 5e3``
-    as 5000.0) become ints where the field is an integer.
-    """
-    if algo == REPORT_ONLY:
+
+def run_config(algo: str, **params: Any) -> TrainConfig | None:
+    """The validated ``TrainConfig`` of the run to train (``params``: ``TrainConfig`` fields, through
+    ``run_options``); None for ``algo='none'`` (report only) and for ``'all'``, every unfinished run of
+    the report (``campaign.train_campaign``), whose options are checked here for every algorithm."""
+    params = run_options(**params)
+    if algo in (REPORT_ONLY, ALL_RUNS):
+        for each in ALGOS if algo == ALL_RUNS else ():
+            validate(TrainConfig(algo=each, **params))
         return None
     if algo not in ALGOS:
-        raise RLHelpersError(f"unknown algo {algo!r}: choose one of {', '.join(ALGOS)}, "
-                             f"or {REPORT_ONLY!r} to only build the report from the runs present")
-    for name in _INT_PARAMS:
-        value = params.get(name)
-        if isinstance(value, float) and value.is_integer():
-            params[name] = int(value)
+        raise RLHelpersError(f"unknown algo {algo!r}: choose one of {', '.join(ALGOS)}, {ALL_RUNS!r} to train "
+                             f"every run of the report, or {REPORT_ONLY!r} to only build the report from the runs "
+                             "present")
     return validate(TrainConfig(algo=algo, **params))
 
 

@@ -13,7 +13,9 @@ SIGTERM if the campaign itself is killed.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.records import RunRecord, read_run, run_dirs
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name, resolve_config
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
 
@@ -35,6 +38,7 @@ CAMPAIGN_LOCK = "campaign.json"
 TRAIN_LOG = "train.log"
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
 PR_SET_PDEATHSIG = 1
+RUN_FIELDS = ("algo", "seed")  # set per run by the campaign
 
 
 def default_parallel() -> int:
@@ -152,52 +156,92 @@ def _reap_ended(running: dict[str, subprocess.Popen], runs_dir: Path, stopping: 
     for name, process in list(running.items()):
         if process.poll() is not None:
             del running[name]
-            print(f"{name}: ended with exit code {process.returncode} (log: {runs_dir / name / TRAIN_LOG})")
+            tqdm.write(f"{name}: ended with exit code {process.returncode} (log: {runs_dir / name / TRAIN_LOG})")
             if process.returncode != 0 and not stopping:
                 failed.append(name)
     return failed
 
 
-def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0,
-                 algos: tuple[str, ...] = ALGOS) -> int:
-    """Train or resume every report run of ``algos`` that is not finished, ``parallel`` at a time.
-
-    ``config`` holds the options every run shares (its algo and seed are ignored; its variant names the
-    runs); ``train_args`` are the same options as command-line arguments for the children. Returns 0
-    when every run ended without error, 1 otherwise.
-    """
-    if parallel < 1:
-        raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
-    runs_dir = Path(config.runs_dir).resolve()
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    lock = RunLock(runs_dir, file_name=CAMPAIGN_LOCK)
-    owner = lock.live_owner()
-    if owner is not None:
-        print(f"a campaign is already running on {runs_dir} (host {owner.get('host')}, pid {owner.get('pid')}); "
-              "`python -m rlhelpers status` shows its runs")
-        return 0
-    lock.acquire()
+def pending_runs(config: TrainConfig, algos: tuple[str, ...] = ALGOS) -> list[tuple[str, int]]:
+    """The (algo, seed) of every report run of ``algos`` (named with ``config.variant``) that is neither finished
+    nor trained by a live process, saying why each other one is left alone."""
+    runs_dir = Path(config.runs_dir)
     pending = []
     for algo, seed in [(algo, seed) for algo, seed in CAMPAIGN_RUNS if algo in algos]:
         status = run_status(runs_dir / format_run_name(algo, seed, config.variant), config.total_timesteps,
                             config.stop_return)
         if status.state == "running":
-            print(f"{status.run_name}: trained by another process, left alone")
+            tqdm.write(f"{status.run_name}: trained by another process, left alone")
         elif status.state == "finished" or status.state.startswith("stopped at"):
-            print(f"{status.run_name}: {status.state}, skipped")
+            tqdm.write(f"{status.run_name}: {status.state}, skipped")
         else:
             pending.append((algo, seed))
+    return pending
+
+
+def _progress(config: TrainConfig, names: list[str]) -> tuple[int, int]:
+    """Environment steps done by the runs ``names`` (a finished run, or one that stopped early, counts as
+    its whole budget) and how many are finished."""
+    done = finished = 0
+    for name in names:
+        status = run_status(Path(config.runs_dir) / name, config.total_timesteps, config.stop_return)
+        over = status.state == "finished" or status.state.startswith("stopped at")
+        finished += over
+        done += config.total_timesteps if over else min(status.steps, config.total_timesteps)
+    return done, finished
+
+
+def _show_progress(bar: tqdm, config: TrainConfig, names: list[str]) -> None:
+    if not bar.disable:
+        done, finished = _progress(config, names)
+        bar.set_postfix_str(f"{finished}/{len(names)} runs finished", refresh=False)
+        bar.update(done - bar.n)
+
+
+def _campaign_bar(config: TrainConfig, names: list[str], show: bool) -> tqdm:
+    """One bar over all the runs ``names``: environment steps done of their budgets summed, and runs finished;
+    what was done before this session is its starting point, so its speed and ETA are this session's."""
+    done, _ = _progress(config, names) if show else (0, 0)
+    bar = tqdm(total=len(names) * config.total_timesteps, initial=done, desc="campaign", unit="step",
+               unit_scale=True, disable=not show, mininterval=1.0 if sys.stderr.isatty() else 30.0, file=sys.stderr)
+    _show_progress(bar, config, names)
+    return bar
+
+
+def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0,
+                 algos: tuple[str, ...] = ALGOS, show_progress: bool = False) -> int:
+    """Train or resume every report run of ``algos`` that is not finished, ``parallel`` at a time.
+
+    ``config`` holds the options every run shares (its algo and seed are ignored; its variant names the
+    runs); ``train_args`` are the same options as command-line arguments for the children. With
+    ``show_progress``, one bar counts the environment steps of all the runs and the runs finished.
+    Returns 0 when every run ended without error, 1 otherwise.
+    """
+    if parallel < 1:
+        raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
+    runs_dir = Path(config.runs_dir).resolve()
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    config = dataclasses.replace(config, runs_dir=str(runs_dir))
+    lock = RunLock(runs_dir, file_name=CAMPAIGN_LOCK)
+    owner = lock.live_owner()
+    if owner is not None and owner.get("host") == socket.gethostname():
+        print(f"a campaign is already running on {runs_dir} (host {owner.get('host')}, pid {owner.get('pid')}); "
+              "`python -m rlhelpers status` shows its runs")
+        return 0
+    lock.acquire()  # a campaign of another host (a Colab VM before a reconnect) is waited for until it is stale
+    names = [format_run_name(algo, seed, config.variant) for algo, seed in CAMPAIGN_RUNS if algo in algos]
+    pending = pending_runs(config, algos)
     running: dict[str, subprocess.Popen] = {}
     failed: list[str] = []
     try:
-        with StopRequest((signal.SIGTERM, signal.SIGINT)) as stop:
+        with StopRequest((signal.SIGTERM, signal.SIGINT)) as stop, _campaign_bar(config, names, show_progress) as bar:
             while (pending and not stop.requested) or running:
                 failed += _reap_ended(running, runs_dir, stop.requested)
                 while pending and not stop.requested and len(running) < parallel:
                     algo, seed = pending.pop(0)
                     name = format_run_name(algo, seed, config.variant)
                     running[name] = _start_run(algo, seed, runs_dir / name, runs_dir, train_args)
-                    print(f"{name}: started (pid {running[name].pid})")
+                    tqdm.write(f"{name}: started (pid {running[name].pid})")
                 if stop.requested:  # the children checkpoint and exit on SIGTERM
                     for process in running.values():
                         if process.poll() is None:
@@ -206,9 +250,43 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
                         process.wait()
                     continue
                 lock.heartbeat()
+                _show_progress(bar, config, names)
                 time.sleep(poll_s)
+            _show_progress(bar, config, names)
     finally:
         lock.release()
     if failed:
         print(f"failed: {', '.join(failed)}; see their train.log", file=sys.stderr)
     return 1 if failed else 0
+
+
+def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, parallel: int | None = None,
+                   show_progress: bool = False, slurm: dict[str, Any] | None = None) -> int:
+    """Train or resume every unfinished report run of ``algos`` (seeds 0 and 100) with the shared ``options``
+    (``TrainConfig`` fields; None leaves a field at its default): ``parallel`` at a time on this machine
+    (default: ``default_parallel()``), or with ``slurm`` (``cluster.submit_runs``' settings) as SLURM jobs.
+
+    The options are checked for every algorithm before anything starts: one error for a bad value, not
+    six failed runs. Returns 0 when every run ended (or was submitted) without error, 1 otherwise.
+    """
+    options = {name: value for name, value in options.items() if value is not None and name not in RUN_FIELDS}
+    if parallel is not None and parallel < 1:
+        raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
+    for algo in algos:
+        config, device = resolve_config(TrainConfig(**options, algo=algo))
+    if slurm is None:
+        parallel = parallel if parallel is not None else default_parallel()
+        if parallel > 1 and device.type == "cpu":
+            options.setdefault("torch_threads", 1)  # two runs on one CPU: each run's own thread (bench/results.md)
+    # The children get the runs directory as an absolute path.
+    train_args = [part for name, value in options.items() if name != "runs_dir"
+                  for part in (f"--{name.replace('_', '-')}", str(value))]
+    if slurm is not None:
+        try:
+            from rlhelpers.runner.cluster import submit_runs
+        except ImportError as exc:
+            raise RLHelpersError(f"submitting to SLURM needs submitit, which is not installed ({exc}): "
+                                 'pip install -e ".[cluster]"') from exc
+        submit_runs(config, train_args, pending_runs(config, algos), parallel=parallel, **slurm)
+        return 0
+    return run_campaign(config, train_args, parallel, algos=algos, show_progress=show_progress)

@@ -20,8 +20,6 @@ from rlhelpers.runner.config import (
 )
 
 ENV_DEFAULTS = {**ATARI_DEFAULTS, **CLASSIC_CONTROL_DEFAULTS}
-RUN_FIELDS = ("algo", "seed")  # set per run by the campaign
-PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 
 def whole_number(text: str) -> int:
@@ -95,7 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="train only these algorithms' runs (default: all three)")
     campaign_parser.add_argument("--parallel", type=whole_number, default=None,
                                  help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
-    _add_config_options(campaign_parser, skip=RUN_FIELDS, overrides={
+    slurm = campaign_parser.add_argument_group("a cluster (docs/cluster.md; needs the cluster extra: submitit)")
+    slurm.add_argument("--cluster", choices=("slurm", "local"), default=None,
+                       help="submit each unfinished run as a job of a SLURM job array (slurm), or as submitit's "
+                            "local processes to try the set-up (local), instead of training them here")
+    slurm.add_argument("--partition", default=None, help="SLURM partition (default: the cluster's)")
+    slurm.add_argument("--time-min", type=whole_number, default=240,
+                       help="time limit per job in minutes; a job is requeued at it and resumes (default: 240)")
+    slurm.add_argument("--gpus-per-job", type=whole_number, default=0, help="GPUs per job (default: 0)")
+    slurm.add_argument("--cpus-per-job", type=whole_number, default=2, help="CPUs per job (default: 2)")
+    slurm.add_argument("--max-requeues", type=whole_number, default=30,
+                       help="times a job is requeued at its time limit (default: 30)")
+    _add_config_options(campaign_parser, skip=("algo", "seed"), overrides={
         "torch_threads": "1 when several runs share a CPU, else torch's default"})
     commands.add_parser("status", parents=[reads_runs], help="one line per run: steps, evaluations, speed, state",
                         description="Print the state of the report's six runs, and of any other run present "
@@ -200,20 +209,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from rlhelpers.runner.campaign import default_parallel, run_campaign
-    from rlhelpers.runner.config import resolve_config
+    from rlhelpers.runner.campaign import train_campaign
 
-    given = {name: value for name, value in vars(args).items() if name not in ("command", "parallel", "algos")}
-    parallel = args.parallel if args.parallel is not None else default_parallel()
-    # The shared options are checked once per algorithm before any run starts: one error for a bad value or
-    # W&B 'online' without a key, not six failed children.
-    for algo in args.algos:
-        config, device = resolve_config(TrainConfig(**given, algo=algo))
-    if parallel > 1 and device.type == "cpu":
-        given.setdefault("torch_threads", 1)
-    # The children get the runs directory as an absolute path from run_campaign.
-    train_args = [part for name, value in given.items() if name != "runs_dir" for part in (_option(name), str(value))]
-    return run_campaign(config, train_args, parallel, algos=tuple(args.algos))
+    cluster = {"cluster": args.cluster, "partition": args.partition, "time_min": args.time_min,
+               "gpus": args.gpus_per_job, "cpus": args.cpus_per_job, "max_requeues": args.max_requeues}
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    options = {name: value for name, value in vars(args).items() if name in fields}  # only the options given
+    return train_campaign(options, tuple(args.algos), args.parallel, show_progress=sys.stderr.isatty(),
+                          slurm=cluster if args.cluster else None)
 
 
 def _runs_dir(path: str) -> str:
@@ -243,7 +246,7 @@ def _plot(args: argparse.Namespace) -> int:
     from rlhelpers.runner.checkpoint import HISTORY_FILE
 
     out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
-    if out.suffix.lower() not in PLOT_FORMATS:
+    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
     if not run_dirs(_runs_dir(args.runs_dir)):
         raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot")

@@ -1,0 +1,83 @@
+"""The campaign on a SLURM cluster, through submitit (the optional extra ``pip install -e ".[cluster]"``).
+
+Each unfinished run becomes one job of a SLURM job array. A job runs the same resumable
+``python -m rlhelpers train`` as a local campaign, into the shared runs directory, logging to
+``<runs_dir>/<run>/train.log``. Near its time limit, or when it is preempted, SLURM signals the job;
+submitit then calls ``TrainJob.checkpoint``, which stops the training with SIGTERM (it checkpoints and
+exits) and hands submitit the same job to requeue, which resumes from that checkpoint. Each run's lock
+keeps two jobs off one run. What SLURM and submitit do (queueing, requeueing, arrays), this module
+calls; it schedules nothing itself.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.campaign import TRAIN_LOG, _start_run
+from rlhelpers.runner.config import TrainConfig, format_run_name
+
+SLURM_FOLDER = "slurm"  # submitit's job files and logs, in the runs directory
+
+
+class TrainJob(submitit.helpers.Checkpointable):
+    """One run's training as a SLURM job: ``python -m rlhelpers train`` for (algo, seed) with ``train_args``."""
+
+    def __init__(self, algo: str, seed: int, runs_dir: str, variant: str, train_args: list[str]) -> None:
+        self.algo, self.seed, self.runs_dir, self.variant, self.train_args = algo, seed, runs_dir, variant, train_args
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def run_path(self) -> Path:
+        return Path(self.runs_dir) / format_run_name(self.algo, self.seed, self.variant)
+
+    def __call__(self) -> int:
+        self.process = _start_run(self.algo, self.seed, self.run_path, Path(self.runs_dir), self.train_args)
+        # Polled, not wait()ed: ``checkpoint`` runs in a signal handler and must be able to wait for the process
+        # itself (a wait() interrupted there would still hold the process's lock).
+        while (code := self.process.poll()) is None:
+            time.sleep(1.0)
+        if code != 0:
+            raise RLHelpersError(f"{self.run_path.name} ended with exit code {code}: see {self.run_path / TRAIN_LOG}")
+        return code
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
+        """Time limit or preemption: stop the training (it checkpoints on SIGTERM), then requeue a fresh job."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait()
+        return submitit.helpers.DelayedSubmission(
+            TrainJob(self.algo, self.seed, self.runs_dir, self.variant, self.train_args))
+
+
+def submit_runs(config: TrainConfig, train_args: list[str], runs: list[tuple[str, int]], partition: str | None = None,
+                time_min: int = 240, gpus: int = 0, cpus: int = 2, parallel: int | None = None,
+                max_requeues: int = 30, cluster: str | None = "slurm") -> list[submitit.Job]:
+    """Submit each (algo, seed) of ``runs`` as one job of a SLURM job array and return the jobs.
+
+    ``partition``, ``time_min`` (minutes per job), ``gpus`` and ``cpus`` per job are SLURM's settings;
+    ``parallel`` caps the jobs running at once; a job is requeued at most ``max_requeues`` times at its time
+    limit. ``cluster`` is submitit's executor: ``slurm``, or ``local`` for local processes (tests).
+    """
+    if not runs:
+        print("nothing to submit: every run is finished or being trained")
+        return []
+    runs_dir = Path(config.runs_dir).resolve()
+    executor = submitit.AutoExecutor(folder=runs_dir / SLURM_FOLDER, cluster=cluster,
+                                     slurm_max_num_timeout=max_requeues)
+    executor.update_parameters(name="rlhelpers", timeout_min=time_min, gpus_per_node=gpus, cpus_per_task=cpus,
+                               slurm_partition=partition, slurm_array_parallelism=parallel)
+    with executor.batch():
+        jobs = [executor.submit(TrainJob(algo, seed, str(runs_dir), config.variant, train_args))
+                for algo, seed in runs]
+    for (algo, seed), job in zip(runs, jobs, strict=True):
+        print(f"{format_run_name(algo, seed, config.variant)}: submitted as job {job.job_id}")
+    print(f"submitit's files: {runs_dir / SLURM_FOLDER}; `python -m rlhelpers status --runs-dir {runs_dir}` "
+          "shows the runs")
+    return jobs

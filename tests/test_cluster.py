@@ -1,0 +1,109 @@
+"""The campaign as submitit jobs: through submitit's local executor (real processes, no SLURM) the jobs train
+CartPole runs, a job interrupted as SLURM interrupts one (time limit, preemption) checkpoints, and the next
+submission resumes it; without submitit the cluster path refuses clearly."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlhelpers.runner.campaign import TRAIN_LOG, train_campaign
+from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.runner.cli import main
+from rlhelpers.runner.config import TrainConfig
+
+CARTPOLE = dict(env_id="CartPole-v1", n_envs=4, eval_interval=500, n_eval_episodes=2, n_eval_envs=2,
+                stop_return=1000.0, wandb_mode="disabled", device="cpu")
+CARTPOLE_ARGS = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500", "--n-eval-episodes", "2",
+                 "--n-eval-envs", "2", "--stop-return", "1000", "--wandb-mode", "disabled", "--device", "cpu"]
+NEEDS_SUBMITIT = "the cluster extra (submitit) is not installed: pip install -e '.[cluster]'"
+
+
+def wait_for(condition, what: str, timeout_s: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def history(run: Path) -> dict:
+    return RunDirectory(run).read_history() or {}
+
+
+def last_step(run: Path) -> int:
+    evaluations = history(run).get("history") or [{"step": -1}]
+    return evaluations[-1]["step"]
+
+
+def finished(run: Path, step: int) -> bool:
+    return last_step(run) >= step and not (run / "owner.json").exists()
+
+
+def test_the_campaign_trains_two_runs_as_submitit_jobs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
+    runs = tmp_path / "runs"
+    args = ["campaign", "--cluster", "local", "--algos", "a2c", "--runs-dir", str(runs), "--total-timesteps", "1000",
+            "--time-min", "10", *CARTPOLE_ARGS]
+    assert main(args) == 0
+    assert "a2c_seed-0: submitted as job" in capsys.readouterr().out
+    names = ["a2c_seed-0", "a2c_seed-100"]
+    wait_for(lambda: all(finished(runs / n, 1000) for n in names), "both jobs to train their runs to step 1,000")
+    for name in names:
+        assert [p["step"] for p in history(runs / name)["history"]] == [0, 500, 1000]
+        assert "campaign: " in (runs / name / TRAIN_LOG).read_text()
+    assert main(args) == 0  # everything is finished: nothing is submitted
+    out = capsys.readouterr().out
+    assert "a2c_seed-0: finished, skipped" in out and "nothing to submit" in out
+
+
+def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path: Path) -> None:
+    pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
+    from rlhelpers.runner.cluster import submit_runs
+
+    runs = tmp_path / "runs"
+    options = dict(CARTPOLE, runs_dir=str(runs), total_timesteps=10_000_000)
+    run = runs / "task1_seed-0"
+    [job] = submit_runs(TrainConfig(**options, algo="task1"), [*CARTPOLE_ARGS, "--total-timesteps", "10000000"],
+                        [("task1", 0)], time_min=10, cluster="local")
+    wait_for(lambda: last_step(run) >= 1000, "two evaluations")
+    job.cancel()  # scancel, here: the job dies and its training gets SIGTERM
+    wait_for(lambda: not (run / "owner.json").exists(), "the cancelled run to stop")
+    assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
+    stopped_at = RunDirectory(run).load_latest_checkpoint()["num_timesteps"]
+
+    budget = stopped_at + 1000
+    assert train_campaign(dict(options, total_timesteps=budget), algos=("task1",),
+                          slurm={"time_min": 10, "cluster": "local"}) == 0
+    both = [run, runs / "task1_seed-100"]  # the other seed is submitted too, from step 0
+    wait_for(lambda: all(finished(r, budget) for r in both), "both runs to finish")
+    assert [s["start_step"] for s in history(run)["provenance"]] == [0, stopped_at]
+
+
+def test_a_job_at_its_time_limit_is_requeued_and_resumes(tmp_path: Path) -> None:
+    pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
+    from rlhelpers.runner.cluster import submit_runs
+
+    runs = tmp_path / "runs"
+    run = runs / "a2c_seed-0"
+    budget = 50_000  # more than the 30 s before a 1-minute job is signalled can train
+    options = dict(CARTPOLE, runs_dir=str(runs), total_timesteps=budget, eval_interval=10_000)
+    [job] = submit_runs(TrainConfig(**options, algo="a2c"),
+                        [*CARTPOLE_ARGS, "--total-timesteps", str(budget), "--eval-interval", "10000"],
+                        [("a2c", 0)], time_min=1, cluster="local")
+    wait_for(job.done, "the job, requeued at its time limit, to end", timeout_s=300)
+    assert finished(run, budget)
+    starts = [s["start_step"] for s in history(run)["provenance"]]
+    assert len(starts) >= 2 and starts[0] == 0 and starts == sorted(set(starts))
+    assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
+
+
+def test_without_submitit_the_cluster_campaign_refuses_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "submitit", None)  # what `import submitit` meets when it is not installed
+    monkeypatch.delitem(sys.modules, "rlhelpers.runner.cluster", raising=False)
+    assert main(["campaign", "--cluster", "slurm", "--runs-dir", str(tmp_path / "runs"), *CARTPOLE_ARGS]) == 2
+    assert 'pip install -e ".[cluster]"' in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
