@@ -169,3 +169,19 @@ def test_a_variant_campaign_trains_only_its_runs_under_their_own_names(tmp_path:
     table = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in table[7:]] == ["task1-pg1_seed-0", "task1-pg1_seed-100"]
     assert table[7].split()[-1] == "finished" and table[2].split()[-1] == "paused"
+
+
+def test_a_campaign_of_another_host_is_waited_out_not_taken_for_a_live_one(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    """After a Colab reconnect the previous VM's campaign lock still has a fresh heartbeat: the new campaign
+    waits until it is stale (5 minutes), then takes over, instead of reporting a campaign already running."""
+    for name in RUN_NAMES:
+        write_history(tmp_path / name, [-21.0, -5.0, 3.0])  # all finished: nothing to train
+    (tmp_path / CAMPAIGN_LOCK).write_text(json.dumps({"host": "gone-vm", "pid": 1, "heartbeat": time.time() - 298}))
+    config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(tmp_path))
+    with pytest.warns(UserWarning, match="taking over run"):
+        assert run_campaign(config, CARTPOLE, parallel=2, poll_s=0.1) == 0
+    out, err = capsys.readouterr()
+    assert "already running" not in out and "gone-vm" in err
+    assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES)
+    assert not (tmp_path / CAMPAIGN_LOCK).exists()
