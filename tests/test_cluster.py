@@ -4,6 +4,7 @@ submission resumes it; without submitit the cluster path refuses clearly."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -107,3 +108,11 @@ def test_without_submitit_the_cluster_campaign_refuses_clearly(tmp_path: Path, m
     assert main(["campaign", "--cluster", "slurm", "--runs-dir", str(tmp_path / "runs"), *CARTPOLE_ARGS]) == 2
     assert 'pip install -e ".[cluster]"' in capsys.readouterr().err
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_without_slurm_the_cluster_campaign_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
+    if shutil.which("srun"):
+        pytest.skip("this machine has SLURM")
+    assert main(["campaign", "--cluster", "slurm", "--runs-dir", str(tmp_path / "runs"), *CARTPOLE_ARGS]) == 2
+    assert "--cluster local" in capsys.readouterr().err

@@ -69,9 +69,14 @@ def submit_runs(config: TrainConfig, train_args: list[str], runs: list[tuple[str
         print("nothing to submit: every run is finished or being trained")
         return []
     runs_dir = Path(config.runs_dir).resolve()
-    executor = submitit.AutoExecutor(folder=runs_dir / SLURM_FOLDER, cluster=cluster,
-                                     slurm_max_num_timeout=max_requeues)
-    executor.update_parameters(name="rlhelpers", timeout_min=time_min, gpus_per_node=gpus, cpus_per_task=cpus,
+    try:
+        executor = submitit.AutoExecutor(folder=runs_dir / SLURM_FOLDER, cluster=cluster,
+                                         slurm_max_num_timeout=max_requeues)
+    except RuntimeError as exc:  # submitit's "Could not detect srun"
+        raise RLHelpersError(f"{exc}: submit from a node of the cluster, or try the jobs here with --cluster local") \
+            from exc
+    # No GPU request at all rather than --gpus-per-node=0, which clusters without GPUs may refuse.
+    executor.update_parameters(name="rlhelpers", timeout_min=time_min, gpus_per_node=gpus or None, cpus_per_task=cpus,
                                slurm_partition=partition, slurm_array_parallelism=parallel)
     with executor.batch():
         jobs = [executor.submit(TrainJob(algo, seed, str(runs_dir), config.variant, train_args))
