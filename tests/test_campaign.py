@@ -103,7 +103,11 @@ def test_second_campaign_is_harmless(tmp_path: Path, live_pid: int, capsys: pyte
     assert sorted(p.name for p in tmp_path.iterdir()) == [CAMPAIGN_LOCK]
 
 
-def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("stop", "returncode"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path, stop: signal.Signals,
+                                                                  returncode: int) -> None:
+    """SIGTERM or Ctrl-C: every run checkpoints and exits; Ctrl-C (a notebook's interrupt) also ends the
+    campaign as interrupted, so that nothing after it runs."""
     runs = tmp_path / "runs"
     proc = subprocess.Popen([sys.executable, "-m", "rlhelpers", "campaign", "--runs-dir", str(runs),
                              "--total-timesteps", "10000000", "--parallel", "2", "--checkpoint-interval-s", "3600",
@@ -114,9 +118,9 @@ def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path
         assert time.monotonic() < deadline and proc.poll() is None, "the first two runs never reached step 10,000"
         time.sleep(0.2)
     children = [json.loads((p / LOCK_FILE).read_text())["pid"] for p in first_two]
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(stop)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, out
+    assert proc.returncode == returncode, out
     for path, pid in zip(first_two, children, strict=True):
         assert RunDirectory(path).load_latest_checkpoint()["num_timesteps"] >= 10_000
         assert "(stopped by SIGTERM)" in (path / TRAIN_LOG).read_text()

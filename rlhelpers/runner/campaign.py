@@ -255,6 +255,9 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
             _show_progress(bar, config, names)
     finally:
         lock.release()
+    if stop.received == signal.SIGINT:  # Ctrl-C, or a notebook's interrupt: stop what would come next, too
+        tqdm.write("stopped: every run checkpointed; the same command resumes them")
+        raise KeyboardInterrupt
     if failed:
         print(f"failed: {', '.join(failed)}; see their train.log", file=sys.stderr)
     return 1 if failed else 0

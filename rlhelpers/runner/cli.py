@@ -215,8 +215,11 @@ def _campaign(args: argparse.Namespace) -> int:
                "gpus": args.gpus_per_job, "cpus": args.cpus_per_job, "max_requeues": args.max_requeues}
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     options = {name: value for name, value in vars(args).items() if name in fields}  # only the options given
-    return train_campaign(options, tuple(args.algos), args.parallel, show_progress=sys.stderr.isatty(),
-                          slurm=cluster if args.cluster else None)
+    try:
+        return train_campaign(options, tuple(args.algos), args.parallel, show_progress=sys.stderr.isatty(),
+                              slurm=cluster if args.cluster else None)
+    except KeyboardInterrupt:  # the runs checkpointed and stopped
+        return 130
 
 
 def _runs_dir(path: str) -> str:

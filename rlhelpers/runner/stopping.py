@@ -18,6 +18,7 @@ class StopRequest:
     def __init__(self, signals: tuple[signal.Signals, ...] = (signal.SIGTERM,)) -> None:
         self.signals = signals
         self.requested = False
+        self.received: int | None = None  # the signal that asked to stop
         self._previous: dict[signal.Signals, Any] = {}
 
     def __enter__(self) -> StopRequest:
@@ -26,7 +27,7 @@ class StopRequest:
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self.requested = True
+        self.requested, self.received = True, signum
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
