@@ -1,6 +1,6 @@
 """What ``report.ipynb`` shows besides training and the plots: its checked parameters and run config, the
-results table (a row per ``RunRecord`` of ``evaluated_runs``), where paired histories part, the speed
-comparison, the measured gradient facts, the re-scores and the agent's video. Where the runs
+results table (a row per ``RunRecord`` of ``evaluated_runs``), where paired histories part, the measured
+gradient facts, the re-scores and the agent's video. Where the runs
 live and how W&B is set up, on Colab or elsewhere, is ``colab``'s.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, compare_speed, markdown_table, pair_divergences
+from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, markdown_table, pair_divergences
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
 from rlhelpers.report.records import RunRecord, read_runs
 from rlhelpers.runner.config import ALGOS, TrainConfig, expected_runs, validate
@@ -204,17 +204,3 @@ def rescore_markdown(runs_dir: str | Path, records: list[RunRecord]) -> str:
     return markdown_table("The committed float16 policies re-scored on fresh seeds, beside each run's last evaluation "
                           "(within: the two means differ by at most 1.96 standard errors of their difference)",
                           ["run", "policy step", "re-score", "episodes", "last evaluation", "within"], table)
-
-
-def speed_markdown(runs_dir: str | Path, labels: tuple[str, ...]) -> str:
-    """The report's speed rule applied to ``labels`` (see ``claims.compare_speed``): each seed's mean
-    evaluation return up to the last step every compared curve reaches, and which labels lie below which."""
-    found = compare_speed(read_runs(runs_dir), labels)
-    if not found:
-        return f"_No speed comparison yet: each of {', '.join(labels)} needs at least one run with evaluations._"
-    seeds = [[name.removeprefix("seed/"), f"{value:.1f}"] for name, value in found.items() if name.startswith("seed/")]
-    below = [f"{key.split('/')[1]} below {key.split('/')[2]}" for key, value in found.items()
-             if key.startswith("below/") and value]
-    return (markdown_table(f"Mean evaluation return of each seed up to {found['until']:,} steps, the last step every "
-                           "compared curve reaches", ["run", "mean return"], seeds)
-            + "\n\nBoth seeds below both of the other's: " + ("; ".join(below) or "none") + ".")
