@@ -51,8 +51,10 @@ def test_integer_options_take_whole_numbers_in_float_notation() -> None:
 
 def test_campaign_passes_on_only_the_options_given() -> None:
     args = vars(build_parser().parse_args(["campaign", "--lr", "0.01", "--total-timesteps", "5000"]))
-    assert args == {"command": "campaign", "algos": ["a2c", "task1", "task2"], "parallel": None, "lr": 0.01,
-                    "total_timesteps": 5000}
+    cluster = {"cluster": None, "partition": None, "time_min": 240, "gpus_per_job": 0, "cpus_per_job": 2,
+               "max_requeues": 30}
+    assert args == {"command": "campaign", "algos": ["a2c", "task1", "task2"], "parallel": None, **cluster,
+                    "lr": 0.01, "total_timesteps": 5000}
 
 
 def test_status_piped_into_a_reader_that_leaves_early_shows_no_traceback(tmp_path: Path) -> None:

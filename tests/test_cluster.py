@@ -84,20 +84,28 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
 
 
 def test_a_job_at_its_time_limit_is_requeued_and_resumes(tmp_path: Path) -> None:
+    """A 1-minute job is signalled 30 s before its limit, whatever the machine's speed: the run checkpoints,
+    submitit requeues the job, and the new session resumes from that checkpoint."""
     pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
     from rlhelpers.runner.cluster import submit_runs
 
     runs = tmp_path / "runs"
     run = runs / "a2c_seed-0"
-    budget = 50_000  # more than the 30 s before a 1-minute job is signalled can train
-    options = dict(CARTPOLE, runs_dir=str(runs), total_timesteps=budget, eval_interval=10_000)
-    [job] = submit_runs(TrainConfig(**options, algo="a2c"),
-                        [*CARTPOLE_ARGS, "--total-timesteps", str(budget), "--eval-interval", "10000"],
+    options = dict(CARTPOLE, runs_dir=str(runs), total_timesteps=10_000_000)
+    [job] = submit_runs(TrainConfig(**options, algo="a2c"), [*CARTPOLE_ARGS, "--total-timesteps", "10000000"],
                         [("a2c", 0)], time_min=1, cluster="local")
-    wait_for(job.done, "the job, requeued at its time limit, to end", timeout_s=300)
-    assert finished(run, budget)
+
+    def resumed() -> bool:
+        sessions = history(run).get("provenance", [])
+        return len(sessions) >= 2 and last_step(run) > sessions[1]["start_step"]
+
+    try:
+        wait_for(resumed, "the job, requeued at its time limit, to train on", timeout_s=180)
+    finally:
+        job.cancel()
+    wait_for(lambda: not (run / "owner.json").exists(), "the cancelled run to stop")
     starts = [s["start_step"] for s in history(run)["provenance"]]
-    assert len(starts) >= 2 and starts[0] == 0 and starts == sorted(set(starts))
+    assert starts[0] == 0 < starts[1]
     assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
 
 
