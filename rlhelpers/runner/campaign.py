@@ -3,9 +3,12 @@
 ``run_campaign`` starts each unfinished run of the report as its own ``python -m rlhelpers train``
 process, logging to ``<runs_dir>/<run>/train.log``, and starts the next one when one ends. A run
 that another live process trains is left alone, and a second campaign on the same runs directory
-exits at once, so starting the campaign twice is harmless. SIGTERM or Ctrl-C stops the campaign:
-it passes SIGTERM to its children, which checkpoint and exit. On Linux the children also get
-SIGTERM if the campaign itself is killed.
+exits at once, so starting the campaign twice is harmless (one of another host, as before a Colab
+reconnect, is waited for until its heartbeat is stale). SIGTERM or Ctrl-C stops the campaign: it
+passes SIGTERM to its children, which checkpoint and exit; after Ctrl-C it raises KeyboardInterrupt.
+On Linux the children also get SIGTERM if the campaign itself is killed. ``train_campaign`` is the
+entry of the CLI and of the notebook's ``algo = "all"``: it checks the shared options once, then trains
+here or submits the runs to SLURM (``cluster``).
 
 ``run_status`` reads only files (history, metrics log, lock), so it works beside a running campaign.
 """
