@@ -18,7 +18,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -62,6 +61,11 @@ class RunStatus:
     best_mean: float | None
     steps_per_s: float | None
     state: str
+
+    @property
+    def over(self) -> bool:
+        """Whether the run is done: its budget spent, or stopped early above its stop return."""
+        return self.state == "finished" or self.state.startswith("stopped at")
 
     @property
     def eta_s(self) -> float | None:
@@ -175,7 +179,7 @@ def pending_runs(config: TrainConfig, algos: tuple[str, ...] = ALGOS) -> list[tu
                             config.stop_return)
         if status.state == "running":
             tqdm.write(f"{status.run_name}: trained by another process, left alone")
-        elif status.state == "finished" or status.state.startswith("stopped at"):
+        elif status.over:
             tqdm.write(f"{status.run_name}: {status.state}, skipped")
         else:
             pending.append((algo, seed))
@@ -188,9 +192,8 @@ def _progress(config: TrainConfig, names: list[str]) -> tuple[int, int]:
     done = finished = 0
     for name in names:
         status = run_status(Path(config.runs_dir) / name, config.total_timesteps, config.stop_return)
-        over = status.state == "finished" or status.state.startswith("stopped at")
-        finished += over
-        done += config.total_timesteps if over else min(status.steps, config.total_timesteps)
+        finished += status.over
+        done += config.total_timesteps if status.over else min(status.steps, config.total_timesteps)
     return done, finished
 
 
@@ -204,11 +207,10 @@ def _show_progress(bar: tqdm, config: TrainConfig, names: list[str]) -> None:
 def _campaign_bar(config: TrainConfig, names: list[str], show: bool) -> tqdm:
     """One bar over all the runs ``names``: environment steps done of their budgets summed, and runs finished;
     what was done before this session is its starting point, so its speed and ETA are this session's."""
-    done, _ = _progress(config, names) if show else (0, 0)
-    bar = tqdm(total=len(names) * config.total_timesteps, initial=done, desc="campaign", unit="step",
-               unit_scale=True, disable=not show, mininterval=1.0 if sys.stderr.isatty() else 30.0, file=sys.stderr)
-    _show_progress(bar, config, names)
-    return bar
+    done, finished = _progress(config, names) if show else (0, 0)
+    return tqdm(total=len(names) * config.total_timesteps, initial=done, desc="campaign", unit="step",
+                unit_scale=True, disable=not show, mininterval=1.0 if sys.stderr.isatty() else 30.0, file=sys.stderr,
+                postfix=f"{finished}/{len(names)} runs finished")
 
 
 def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0,
@@ -227,7 +229,7 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
     config = dataclasses.replace(config, runs_dir=str(runs_dir))
     lock = RunLock(runs_dir, file_name=CAMPAIGN_LOCK)
     owner = lock.live_owner()
-    if owner is not None and owner.get("host") == socket.gethostname():
+    if owner is not None and owner.get("host") == lock.owner["host"]:
         print(f"a campaign is already running on {runs_dir} (host {owner.get('host')}, pid {owner.get('pid')}); "
               "`python -m rlhelpers status` shows its runs")
         return 0

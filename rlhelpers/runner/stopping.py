@@ -17,7 +17,6 @@ class StopRequest:
 
     def __init__(self, signals: tuple[signal.Signals, ...] = (signal.SIGTERM,)) -> None:
         self.signals = signals
-        self.requested = False
         self.received: int | None = None  # the signal that asked to stop
         self._previous: dict[signal.Signals, Any] = {}
 
@@ -26,8 +25,13 @@ class StopRequest:
             self._previous = {sig: signal.signal(sig, self._handle) for sig in self.signals}
         return self
 
+    @property
+    def requested(self) -> bool:
+        """Whether one of the signals arrived."""
+        return self.received is not None
+
     def _handle(self, signum: int, frame: Any) -> None:
-        self.requested, self.received = True, signum
+        self.received = signum
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
