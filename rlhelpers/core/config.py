@@ -54,6 +54,11 @@ class AgentConfig:
     env_threads: int = field(
         default=0, metadata={"help": "threads of each ALE vector env; 0 lets ALE use min(envs, cores)"}
     )
+    env_groups: int = field(
+        default=1,
+        metadata={"help": "training envs stepped as this many groups, the network choosing one group's actions "
+                          "while the others step (ALE envs; 1: all envs step at once)"},
+    )
 
     @property
     def batch_size(self) -> int:
