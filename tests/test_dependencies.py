@@ -70,8 +70,8 @@ def test_installed_gymnasium_counts_every_step_of_same_step_episodes() -> None:
         counted.extend(steps_in_episode[done].tolist())
         steps_in_episode[done] = 0
         if "episode" in info:
-            ended = info["_episode"]
-            reported.extend(zip(info["episode"]["r"][ended].tolist(), info["episode"]["l"][ended].tolist(), strict=True))
+            ended, episodes = info["_episode"], info["episode"]
+            reported.extend(zip(episodes["r"][ended].tolist(), episodes["l"][ended].tolist(), strict=True))
     env.close()
     assert len(counted) >= 10  # several episodes per env: the ones after the first are the ones at risk
     assert [length for _, length in reported] == counted
