@@ -26,7 +26,6 @@ from rlhelpers.core.networks import ActorCritic, build_model, sample_actions
 from rlhelpers.core.optim import RMSpropTFLike
 
 CHECKPOINT_FORMAT = 2
-DEFAULT_TORCH_THREADS = torch.get_num_threads()  # torch's own choice, before anything sets it
 
 
 class Trainer:
@@ -38,12 +37,10 @@ class Trainer:
         ``resolve_device(config.device)``; ``model`` replaces the one built from the config."""
         self.config = config
         self.device = resolve_device(config.device) if device is None else device
-        # torch's default uses every core; one thread helps when other processes compete for them. Without a
-        # set number, the update uses torch's default and, while other env groups step, the acting passes one
-        # thread, which leaves the other cores to the emulators (bench/results.md measures both).
-        self.update_threads = config.torch_threads or DEFAULT_TORCH_THREADS
-        self.acting_threads = 1 if config.env_groups > 1 and not config.torch_threads else self.update_threads
-        torch.set_num_threads(self.update_threads)
+        if config.torch_threads:
+            # torch's default uses every core; one thread helps when other processes compete for them
+            # (bench/results.md measures both).
+            torch.set_num_threads(config.torch_threads)
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         # Consecutive envs in env_groups groups, each its own vector env (collect_rollout overlaps them).
@@ -161,9 +158,7 @@ class Trainer:
 
     def train_iteration(self) -> dict[str, float]:
         """Collect one rollout and update on it."""
-        torch.set_num_threads(self.acting_threads)
         self.collect_rollout()
-        torch.set_num_threads(self.update_threads)
         return self.update()
 
     def evaluate(self) -> dict[str, Any]:
