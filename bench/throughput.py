@@ -161,16 +161,19 @@ def table_rows() -> list[Row]:
         Row("reference design, torch's default threads", [{"kind": "reference"}]),
         Row("reference design, 1 torch thread", [{"kind": "reference", "torch_threads": 1}]),
         Row("baseline: rlhelpers before, a2c", [rlhelpers_run(baseline=True)]),
-        Row("rlhelpers a2c, graph reuse only (1 env group, torch's default threads)", [rlhelpers_run(env_groups=1)]),
+        Row("baseline: rlhelpers before, a2c, 1 torch thread", [rlhelpers_run(baseline=True, torch_threads=1)]),
+        *(Row(f"rlhelpers {algo}, auto settings", [rlhelpers_run(algo)]) for algo in ("a2c", "task1", "task2")),
+        Row("rlhelpers a2c, 1 torch thread", [rlhelpers_run(torch_threads=1)]),
+        Row("rlhelpers a2c, 2 env groups", [rlhelpers_run(env_groups=2)]),
         Row("rlhelpers a2c, 2 env groups, 1 torch thread, 1 env thread",
             [rlhelpers_run(env_groups=2, torch_threads=1, env_threads=1)]),
-        *(Row(f"rlhelpers {algo}, auto settings", [rlhelpers_run(algo)]) for algo in ("a2c", "task1", "task2")),
         Row("two runs side by side: baseline, 1 torch thread each",
             [rlhelpers_run("a2c", baseline=True, **PAIR), rlhelpers_run("task1", baseline=True, **PAIR)]),
         Row("two runs side by side: rlhelpers, the campaign's settings",
             [rlhelpers_run("a2c", **PAIR), rlhelpers_run("task1", **PAIR)]),
         Row("pipeline ceiling: baseline, tiny network", [rlhelpers_run(baseline=True, tiny=True)]),
         Row("pipeline ceiling: rlhelpers auto settings, tiny network", [rlhelpers_run(tiny=True)]),
+        Row("pipeline ceiling: rlhelpers, 2 env groups, tiny network", [rlhelpers_run(tiny=True, env_groups=2)]),
     ]
 
 
