@@ -49,7 +49,8 @@ class AgentConfig:
     )
     device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda, mps"})
     torch_threads: int = field(
-        default=0, metadata={"help": "CPU threads for torch; 0 keeps torch's default (1 helps on a busy machine)"}
+        default=0,
+        metadata={"help": "CPU threads for torch; 0: torch's default, 1 with a GPU (1 helps on a busy machine)"},
     )
     env_threads: int = field(
         default=0, metadata={"help": "threads of each ALE vector env; 0 lets ALE use min(envs, cores)"}

@@ -37,10 +37,11 @@ class Trainer:
         ``resolve_device(config.device)``; ``model`` replaces the one built from the config."""
         self.config = config
         self.device = resolve_device(config.device) if device is None else device
-        if config.torch_threads:
-            # torch's default uses every core; one thread helps when other processes compete for them
-            # (bench/results.md measures both).
-            torch.set_num_threads(config.torch_threads)
+        # torch's default uses every core; one thread helps when other processes compete for them, and when
+        # the network runs on a GPU, where CPU threads only wait and spin against the emulator (bench/results.md).
+        threads = config.torch_threads or (1 if self.device.type == "cuda" else 0)
+        if threads:
+            torch.set_num_threads(threads)
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         # Consecutive envs in env_groups groups, each its own vector env (collect_rollout overlaps them).
