@@ -1,66 +1,48 @@
-"""Throughput benchmark: env ceiling, reference design, rlhelpers' trainer, pipeline ceiling, evaluation.
+"""Throughput benchmark: the env ceiling, the course's reference design, rlhelpers before and after its
+speed work, two runs side by side, the pipeline with a near-free network, and one evaluation.
 
-Run from the repository root::
+Run from the root of a git clone on an otherwise idle machine::
 
-    python -m bench.throughput            # full run, a few minutes; writes bench/results.md
-    python -m bench.throughput --quick    # smoke run in well under a minute
+    python -m bench.throughput            # full run, about 10 minutes; writes bench/results.md
+    python -m bench.throughput --quick    # smoke run in about a minute (figures not comparable)
 
-Every training figure is environment steps per second (summed over the envs) after a warm-up,
-the median over repetitions; the repetitions of all rows are interleaved so that background load
-on the machine hits every row alike. Compare rows of one run, not figures across runs.
+Every figure is environment steps per second (summed over the envs) of Pong with 16 envs and n_steps 5,
+after a warm-up, without evaluations. Each measurement runs in a fresh process; a row of two runs starts
+both processes and times them over the same window. The rows' repetitions are interleaved, so background
+load hits every row alike, and each ratio is the median of per-repetition ratios. ``baseline`` rows run
+the code of ``--baseline`` (default: the commit before the speed work), extracted with ``git archive``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import signal
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import ale_py
-import gymnasium as gym
-import numpy as np
-import torch
-from torch import nn
-
-from bench.reference import ReferenceA2C
-from rlhelpers.core.envs import make_vec_env
-from rlhelpers.core.networks import ActorCritic
-from rlhelpers.core.trainer import Trainer
-from rlhelpers.runner.config import TrainConfig, resolve_config
-from rlhelpers.runner.provenance import cpu_model
-
+ROOT = Path(__file__).resolve().parents[1]
 ENV_ID = "PongNoFrameskip-v4"
+BASELINE = "0a97a2d"  # rlhelpers before the speed work: the loop that trained the committed runs
 TARGET_VS_REFERENCE = 2.0
+TARGET_TWO_RUNS = 1.3
 TARGET_PIPELINE_SHARE = 0.85
-TARGET_EVAL_SECONDS = 30.0
-
-
-class TinyEncoder(nn.Module):
-    """Last frame subsampled to 21x21 and one linear layer: a network whose cost is negligible."""
-
-    out_features = 32
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = nn.Linear(21 * 21, self.out_features)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Features of uint8 frame stacks (N, 4, 84, 84)."""
-        return torch.relu(self.linear(obs[:, -1, ::4, ::4].flatten(1).float() / 255.0))
 
 
 @dataclass
 class Row:
-    """One line of the table: what was measured and its repetitions."""
+    """One line of the table: a name and the processes it runs at once (``child`` specs)."""
 
     name: str
-    step: Callable[[], object]
-    steps_per_call: int
+    children: list[dict[str, Any]]
     samples: list[float] = field(default_factory=list)
 
     @property
@@ -69,109 +51,134 @@ class Row:
         return statistics.median(self.samples)
 
 
-def measure(step: Callable[[], object], steps_per_call: int, warmup: int, seconds: float) -> float:
-    """Environment steps per second of ``step`` over at least ``seconds``, after ``warmup`` calls."""
-    for _ in range(warmup):
-        step()
-    calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds or calls == 0:
-        step()
-        calls += 1
-    return calls * steps_per_call / elapsed
+# ---------------------------------------------------------------- the measuring process
 
+def _tiny_model(n_actions: int, critic_outputs: int) -> Any:
+    """Actor-critic on a network whose cost is negligible (last frame subsampled to 21x21, one linear layer)."""
+    import torch
+    from torch import nn
 
-def random_stepper(n_envs: int) -> Callable[[], object]:
-    """The env ceiling: rlhelpers' vector env stepping uniformly random actions, no network."""
-    env = make_vec_env(ENV_ID, n_envs)
-    env.reset(seed=0)
-    rng = np.random.default_rng(0)
-    n_actions = int(env.single_action_space.n)
-    return lambda: env.step(rng.integers(0, n_actions, n_envs))
+    from rlhelpers.core.networks import ActorCritic
 
+    class TinyEncoder(nn.Module):
+        out_features = 32
 
-def with_threads(n_threads: int, step: Callable[[], object]) -> Callable[[], object]:
-    """``step`` run with ``n_threads`` torch intra-op threads, restoring the previous count after."""
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(21 * 21, self.out_features)
 
-    def run() -> object:
-        previous = torch.get_num_threads()
-        torch.set_num_threads(n_threads)
-        try:
-            return step()
-        finally:
-            torch.set_num_threads(previous)
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.linear(obs[:, -1, ::4, ::4].flatten(1).float() / 255.0))
 
-    return run
-
-
-def bench_config(algo: str, n_envs: int, n_steps: int, **overrides: object) -> tuple[TrainConfig, torch.device]:
-    """The training config of every rlhelpers row, resolved for this machine, and its device."""
-    return resolve_config(TrainConfig(algo=algo, env_id=ENV_ID, n_envs=n_envs, n_steps=n_steps, device="cpu",
-                                      wandb_mode="disabled", **overrides))
-
-
-def tiny_model(n_actions: int, critic_outputs: int) -> ActorCritic:
-    """Actor-critic on ``TinyEncoder`` for the pipeline ceiling."""
     return ActorCritic(TinyEncoder(), n_actions, critic_outputs)
 
 
-def machine_info() -> dict[str, str]:
-    """What the figures depend on: CPU, cores, threads, library versions, background load."""
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
-    return {
-        "cpu": cpu_model(),
-        "cores": str(os.cpu_count()),
-        "torch threads": f"{torch.get_num_threads()} (torch's default; rows marked '1 torch thread' set 1)",
-        "load average at start (1 min)": f"{load[0]:.2f}" if load[0] != "?" else "?",
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "gymnasium": gym.__version__,
-        "ale-py": ale_py.__version__,
-        "numpy": np.__version__,
-    }
+def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
+    """The call that one measurement repeats, and the environment steps each call makes."""
+    import numpy as np
+    import torch
+
+    n_envs, n_steps = spec["n_envs"], spec["n_steps"]
+    if spec.get("torch_threads"):
+        torch.set_num_threads(spec["torch_threads"])
+    if spec["kind"] == "random":
+        from rlhelpers.core.envs import make_vec_env
+
+        env = make_vec_env(ENV_ID, n_envs)
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        n_actions = int(env.single_action_space.n)
+        return (lambda: env.step(rng.integers(0, n_actions, n_envs))), n_envs
+    if spec["kind"] == "reference":
+        from bench.reference import ReferenceA2C
+
+        return ReferenceA2C(ENV_ID, n_envs, n_steps).train_iteration, n_envs * n_steps
+    from rlhelpers.core.trainer import Trainer
+    from rlhelpers.runner.config import TrainConfig, resolve_config
+
+    config, device = resolve_config(TrainConfig(algo=spec["algo"], env_id=ENV_ID, n_envs=n_envs, n_steps=n_steps,
+                                                device="cpu", wandb_mode="disabled", **spec.get("options", {})))
+    trainer = Trainer(config, device)
+    if spec.get("tiny"):
+        trainer = Trainer(config, device, model=_tiny_model(trainer.n_actions, trainer.model.critic_head.out_features))
+    return trainer.train_iteration, n_envs * n_steps
 
 
-def run(quick: bool, reps: int, seconds: float, n_envs: int, n_steps: int, eval_envs: list[int],
-        eval_episodes: int) -> str:
-    """Measure every row, print progress, and return the results as markdown."""
-    info = machine_info()
-    default_threads = torch.get_num_threads()
-    batch = n_envs * n_steps
-    print(f"building envs and learners ({n_envs} envs, n_steps {n_steps}) ...", flush=True)
-    reference = ReferenceA2C(ENV_ID, n_envs, n_steps)
-    trainers = {algo: Trainer(*bench_config(algo, n_envs, n_steps)) for algo in ("a2c", "task1", "task2")}
-    probe = trainers["a2c"]
-    pipeline = Trainer(*bench_config("a2c", n_envs, n_steps), model=tiny_model(probe.n_actions, 1))
-    rows = [
-        Row("env ceiling: vector env, random actions", random_stepper(n_envs), n_envs),
-        Row(f"reference design, torch default {default_threads} threads",
-            with_threads(default_threads, reference.train_iteration), batch),
-        Row("reference design, 1 torch thread", with_threads(1, reference.train_iteration), batch),
-        *(Row(f"rlhelpers {algo}", t.train_iteration, batch) for algo, t in trainers.items()),
-        Row("rlhelpers a2c, 1 torch thread (--torch-threads 1)", with_threads(1, probe.train_iteration), batch),
-        Row("pipeline ceiling: rlhelpers a2c, tiny network", pipeline.train_iteration, batch),
+def child(spec: dict[str, Any]) -> None:
+    """One measurement: build, warm up, say ``ready``, wait for a line on stdin, then print steps/s as JSON."""
+    step, steps_per_call = _stepper(spec)
+    for _ in range(spec["warmup"]):
+        step()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    calls, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < spec["seconds"] or calls == 0:
+        step()
+        calls += 1
+    print(json.dumps({"steps_per_s": calls * steps_per_call / elapsed}), flush=True)
+
+
+# ---------------------------------------------------------------- the parent
+
+def measure(row: Row, common: dict[str, Any], baseline_src: Path | None) -> float:
+    """Start the row's processes, let them warm up, time them together; return their summed steps/s."""
+    processes = []
+    for spec in row.children:
+        env = dict(os.environ)
+        src = baseline_src if spec.get("baseline") else ROOT
+        env["PYTHONPATH"] = os.pathsep.join([str(src), str(ROOT)])  # rlhelpers from src, bench from here
+        env.update(spec.get("env", {}))
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "bench.throughput", "--child", json.dumps({**common, **spec})],
+            cwd=src, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True))
+    try:
+        for process in processes:
+            if process.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"{row.name}: a measuring process failed (its error is above)")
+        for process in processes:
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        return sum(json.loads(process.stdout.readline())["steps_per_s"] for process in processes)
+    finally:
+        for process in processes:  # with the reference's env worker processes
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def rlhelpers_run(algo: str = "a2c", baseline: bool = False, tiny: bool = False, **options: Any) -> dict[str, Any]:
+    """The spec of one rlhelpers trainer process; ``options`` are TrainConfig fields."""
+    return {"kind": "rlhelpers", "algo": algo, "baseline": baseline, "tiny": tiny, "options": options}
+
+
+# What the campaign passes to each of two runs on one CPU (campaign.train_campaign); everything else is auto.
+PAIR = {"torch_threads": 1}
+
+
+def table_rows() -> list[Row]:
+    """Every row of the table. "auto settings" is what a user gets: the defaults for one run, and the
+    campaign's options for each of two runs side by side."""
+    return [
+        Row("env ceiling: vector env, random actions", [{"kind": "random"}]),
+        Row("reference design, torch's default threads", [{"kind": "reference"}]),
+        Row("reference design, 1 torch thread", [{"kind": "reference", "torch_threads": 1}]),
+        Row("baseline: rlhelpers before, a2c", [rlhelpers_run(baseline=True)]),
+        Row("baseline: rlhelpers before, a2c, 1 torch thread", [rlhelpers_run(baseline=True, torch_threads=1)]),
+        *(Row(f"rlhelpers {algo}, auto settings", [rlhelpers_run(algo)]) for algo in ("a2c", "task1", "task2")),
+        Row("rlhelpers a2c, 1 torch thread", [rlhelpers_run(torch_threads=1)]),
+        Row("rlhelpers a2c, 2 env groups", [rlhelpers_run(env_groups=2)]),
+        Row("rlhelpers a2c, 2 env groups, 1 torch thread, 1 env thread",
+            [rlhelpers_run(env_groups=2, torch_threads=1, env_threads=1)]),
+        Row("two runs side by side: baseline, 1 torch thread each",
+            [rlhelpers_run("a2c", baseline=True, **PAIR), rlhelpers_run("task1", baseline=True, **PAIR)]),
+        Row("two runs side by side: rlhelpers, the campaign's settings",
+            [rlhelpers_run("a2c", **PAIR), rlhelpers_run("task1", **PAIR)]),
+        Row("pipeline ceiling: baseline, tiny network", [rlhelpers_run(baseline=True, tiny=True)]),
+        Row("pipeline ceiling: rlhelpers, torch's default threads, tiny network", [rlhelpers_run(tiny=True)]),
+        Row("pipeline ceiling: rlhelpers, 1 torch thread (auto with a GPU), tiny network",
+            [rlhelpers_run(tiny=True, torch_threads=1)]),
+        Row("pipeline ceiling: rlhelpers, 1 torch thread, 2 env groups, tiny network",
+            [rlhelpers_run(tiny=True, torch_threads=1, env_groups=2)]),
     ]
-    warmup = 1 if quick else 3
-    for rep in range(reps):
-        for row in rows:
-            row.samples.append(measure(row.step, row.steps_per_call, warmup, seconds))
-            print(f"  rep {rep + 1}/{reps}  {row.name:<58} {row.samples[-1]:8.0f} steps/s", flush=True)
-    reference.close()
-    for t in (*trainers.values(), pipeline):
-        t.close()
-
-    eval_seconds: dict[int, list[float]] = {}
-    for n in eval_envs:
-        trainer = Trainer(*bench_config("a2c", n_envs, n_steps, n_eval_envs=n, n_eval_episodes=eval_episodes))
-        trainer.eval_env = make_vec_env(ENV_ID, n)  # built ahead so that only the evaluation is timed
-        eval_seconds[n] = []
-        for rep in range(reps):
-            start = time.perf_counter()
-            record = trainer.evaluate()
-            eval_seconds[n].append(time.perf_counter() - start)
-            print(f"  rep {rep + 1}/{reps}  evaluation, {n} eval envs: {eval_seconds[n][-1]:6.1f} s "
-                  f"({sum(record['lengths'])} steps)", flush=True)
-        trainer.close()
-    return render(info, rows, eval_seconds, eval_episodes, reps, seconds, n_envs, n_steps, quick)
 
 
 def paired_ratio(samples: list[float], baseline: list[float]) -> float:
@@ -179,72 +186,118 @@ def paired_ratio(samples: list[float], baseline: list[float]) -> float:
     return statistics.median(s / b for s, b in zip(samples, baseline, strict=True))
 
 
-def render(info: dict[str, str], rows: list[Row], eval_seconds: dict[int, list[float]], eval_episodes: int,
-           reps: int, seconds: float, n_envs: int, n_steps: int, quick: bool) -> str:
-    """Markdown report: the throughput table, the ratios against the targets, evaluation times, machine."""
-    env_ceiling = next(row for row in rows if row.name.startswith("env ceiling")).samples
-    references = [row.samples for row in rows if row.name.startswith("reference")]
-    reference = [max(samples) for samples in zip(*references, strict=True)]
+def _find(table: list[Row], start: str) -> list[Row]:
+    return [row for row in table if row.name.startswith(start)]
+
+
+def ratios(table: list[Row]) -> dict[str, tuple[str, str]]:
+    """Per row name: its ratio and its target's verdict, where it has one."""
+    reference = [max(reps) for reps in zip(*(row.samples for row in _find(table, "reference")), strict=True)]
+    env_ceiling = _find(table, "env ceiling")[0].samples
+    two_runs_before = _find(table, "two runs side by side: baseline")[0].samples
+    found = {}
+    for row in table:
+        if row.name.startswith(("rlhelpers", "baseline")):
+            ratio = paired_ratio(row.samples, reference)
+            target = (f">= {TARGET_VS_REFERENCE:.1f}x: {'met' if ratio >= TARGET_VS_REFERENCE else 'missed'}"
+                      if "auto" in row.name else "")
+            found[row.name] = (f"{ratio:.2f}x reference", target)
+        elif row.name.startswith("two runs side by side: rlhelpers"):
+            ratio = paired_ratio(row.samples, two_runs_before)
+            found[row.name] = (f"{ratio:.2f}x baseline pair",
+                               f">= {TARGET_TWO_RUNS:.1f}x: {'met' if ratio >= TARGET_TWO_RUNS else 'missed'}")
+        elif row.name.startswith("pipeline"):
+            share = paired_ratio(row.samples, env_ceiling)
+            target = (f">= {TARGET_PIPELINE_SHARE:.0%}: {'met' if share >= TARGET_PIPELINE_SHARE else 'missed'}"
+                      if "auto" in row.name else "")
+            found[row.name] = (f"{share:.0%} of env ceiling", target)
+    return found
+
+
+def machine_info() -> dict[str, str]:
+    """What the figures depend on: CPU, cores, library versions, background load."""
+    import ale_py
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from rlhelpers.runner.provenance import cpu_model
+
+    return {
+        "cpu": cpu_model(),
+        "cores": str(os.cpu_count()),
+        "torch's default threads": str(torch.get_num_threads()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gymnasium": gym.__version__,
+        "ale-py": ale_py.__version__,
+        "numpy": np.__version__,
+        "load average at start (1 min)": f"{os.getloadavg()[0]:.2f}",
+    }
+
+
+def render(table: list[Row], info: dict[str, str], command: str, reps: int, seconds: float) -> str:
+    """The results as Markdown: the table with ratios and targets, then the machine."""
+    found = ratios(table)
     lines = [
         "# Throughput benchmark",
         "",
-        f"Command: `python -m bench.throughput{' --quick' if quick else ''}`. `{ENV_ID}`, {n_envs} training envs, "
-        f"n_steps {n_steps}, Nature CNN unless noted, CPU. Environment steps per second (summed over envs) "
-        f"after a warm-up, median of {reps} interleaved repetitions of >= {seconds:g} s each. "
-        "Ratios are medians of per-repetition ratios (against the faster reference row of the same "
-        "repetition, or the env ceiling of the same repetition), which cancels slow drifts in background load.",
+        f"Command: `{command}`. `{ENV_ID}`, 16 training envs, n_steps 5, Nature CNN unless noted, CPU, no "
+        f"evaluation. Environment steps per second (summed over envs, and over both runs in a row of two), "
+        f"median of {reps} interleaved repetitions of {seconds:g} s each, every one in fresh processes. Ratios "
+        "are medians of per-repetition ratios against the same repetition's faster reference row, baseline "
+        f"pair or env ceiling. Baseline: rlhelpers at commit {info['baseline']}.",
         "",
         "| measurement | steps/s | repetitions | ratio | target |",
         "| --- | ---: | --- | --- | --- |",
     ]
-    for row in rows:
-        reps_text = ", ".join(f"{s:.0f}" for s in row.samples)
-        ratio = target = ""
-        if row.name.startswith("rlhelpers"):
-            speedup = paired_ratio(row.samples, reference)
-            ratio = f"{speedup:.2f}x reference"
-            target = f">= {TARGET_VS_REFERENCE:.1f}x: {'met' if speedup >= TARGET_VS_REFERENCE else 'missed'}"
-        elif row.name.startswith("pipeline"):
-            share = paired_ratio(row.samples, env_ceiling)
-            ratio = f"{share:.0%} of env ceiling"
-            target = f">= {TARGET_PIPELINE_SHARE:.0%}: {'met' if share >= TARGET_PIPELINE_SHARE else 'missed'}"
-        lines.append(f"| {row.name} | {row.median:,.0f} | {reps_text} | {ratio} | {target} |")
-    lines += [
-        "",
-        f"One evaluation of an untrained policy, {eval_episodes} episodes (`Trainer.evaluate()`, eval env built "
-        "beforehand):",
-        "",
-        "| eval envs | seconds (median) | repetitions | target |",
-        "| ---: | ---: | --- | --- |",
-    ]
-    for n, samples in eval_seconds.items():
-        median = statistics.median(samples)
-        target = f"< {TARGET_EVAL_SECONDS:g} s: {'met' if median < TARGET_EVAL_SECONDS else 'missed'}"
-        lines.append(f"| {n} | {median:.1f} | {', '.join(f'{s:.1f}' for s in samples)} | {target} |")
-    if hasattr(os, "getloadavg"):
-        info["load average at end (1 min)"] = f"{os.getloadavg()[0]:.2f}"
+    for row in table:
+        ratio, target = found.get(row.name, ("", ""))
+        lines.append(f"| {row.name} | {row.median:,.0f} | {', '.join(f'{s:.0f}' for s in row.samples)} "
+                     f"| {ratio} | {target} |")
+    info["load average at end (1 min)"] = f"{os.getloadavg()[0]:.2f}"
     lines += ["", "Machine:", ""] + [f"- {key}: {value}" for key, value in info.items()]
     return "\n".join(lines) + "\n"
 
 
+def extract(revision: str, into: Path) -> Path:
+    """The ``rlhelpers`` package of git ``revision``, written below ``into``."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "rlhelpers"], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Parse options, run the benchmark, print the table and write it to ``--output``."""
+    """Parse options, measure every row, print the table and write it to ``--output``."""
     parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 2 envs, 1 short repetition, 1-episode evaluation (figures not comparable)")
+                        help="smoke run: 2 envs, 1 short repetition (figures not comparable)")
     parser.add_argument("--reps", type=int, default=None, help="repetitions per row (default 3; 1 with --quick)")
     parser.add_argument("--seconds", type=float, default=None,
-                        help="measured seconds per repetition (default 4; 0.1 with --quick)")
+                        help="measured seconds per repetition (default 8; 0.2 with --quick)")
+    parser.add_argument("--baseline", default=BASELINE, help=f"git revision of the baseline rows (default {BASELINE})")
     parser.add_argument("--output", type=Path, default=Path(__file__).with_name("results.md"),
                         help="markdown file for the table (default bench/results.md)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.quick:
-        options = {"n_envs": 2, "n_steps": 5, "eval_envs": [1], "eval_episodes": 1}
-    else:
-        options = {"n_envs": 16, "n_steps": 5, "eval_envs": [8, 16, 30], "eval_episodes": 30}
+    if args.child:
+        child(json.loads(args.child))
+        return
     reps = args.reps or (1 if args.quick else 3)
-    seconds = args.seconds or (0.1 if args.quick else 4.0)
-    report = run(args.quick, reps, seconds, **options)
+    seconds = args.seconds or (0.2 if args.quick else 8.0)
+    common = {"n_envs": 2 if args.quick else 16, "n_steps": 5, "warmup": 1 if args.quick else 5, "seconds": seconds}
+    info = machine_info()
+    info["baseline"] = args.baseline
+    table = table_rows()
+    with tempfile.TemporaryDirectory() as tmp:
+        baseline_src = extract(args.baseline, Path(tmp))
+        for rep in range(reps):
+            for row in table:
+                row.samples.append(measure(row, common, baseline_src))
+                print(f"  rep {rep + 1}/{reps}  {row.name:<70} {row.samples[-1]:8.0f} steps/s", flush=True)
+    command = "python -m bench.throughput" + (" --quick" if args.quick else "")
+    report = render(table, info, command, reps, seconds)
     print()
     print(report)
     args.output.write_text(report)

@@ -11,7 +11,7 @@ import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 from packaging.requirements import Requirement
 
-from rlhelpers.core.envs import finished_episodes, make_vec_env
+from rlhelpers.core.envs import make_vec_env
 
 ROOT = Path(__file__).resolve().parents[1]
 # Versions the code does not work with, and why: each must be excluded by the declared floor.
@@ -69,8 +69,9 @@ def test_installed_gymnasium_counts_every_step_of_same_step_episodes() -> None:
         done = terminated | truncated
         counted.extend(steps_in_episode[done].tolist())
         steps_in_episode[done] = 0
-        returns, lengths = finished_episodes(info)
-        reported.extend(zip(returns.tolist(), lengths.tolist(), strict=True))
+        if "episode" in info:
+            ended, episodes = info["_episode"], info["episode"]
+            reported.extend(zip(episodes["r"][ended].tolist(), episodes["l"][ended].tolist(), strict=True))
     env.close()
     assert len(counted) >= 10  # several episodes per env: the ones after the first are the ones at risk
     assert [length for _, length in reported] == counted

@@ -19,7 +19,7 @@ from rlhelpers.runner.run import train
 def test_pong_env_and_buffer_shapes() -> None:
     trainer = Trainer(*resolve_config(TrainConfig(algo="task1", n_envs=2, device="cpu")))
     try:
-        assert trainer.env.single_observation_space.shape == (4, 84, 84)
+        assert trainer.envs[0].single_observation_space.shape == (4, 84, 84)
         assert trainer.n_actions == 6
         trainer.train_iteration()
         obs = trainer.buffer.observations
@@ -49,14 +49,15 @@ def test_atari_rewards_are_clipped_to_their_sign_for_training() -> None:
     """Pong's rewards are already ±1; Space Invaders scores 5 to 30 per alien, so clipping shows."""
     trainer = Trainer(*resolve_config(TrainConfig(algo="a2c", env_id="SpaceInvadersNoFrameskip-v4", n_envs=2,
                                                   device="cpu", wandb_mode="disabled")))
-    raw_rewards, env_step = [], trainer.env.step
+    env = trainer.envs[0]
+    raw_rewards, env_recv = [], env.recv
 
-    def recording_step(actions: np.ndarray) -> tuple:
-        result = env_step(actions)
+    def recording_recv() -> tuple:
+        result = env_recv()
         raw_rewards.append(np.array(result[1], dtype=np.float32))
         return result
 
-    trainer.env.step = recording_step
+    env.recv = recording_recv
     try:
         for _ in range(200):
             raw_rewards.clear()

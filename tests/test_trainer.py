@@ -3,6 +3,7 @@ restores the training state exactly, so the resumed learner's next update is the
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,63 @@ def test_timeouts_bootstrap_the_critic_towards_the_infinite_horizon_value() -> N
     assert critic_value_after_training(TIMEOUT_ENV, 200) == pytest.approx(infinite_horizon, rel=0.02)
     # The same rewards with real ends after 8 steps: at most 8 rewards follow, so V stays well below it.
     assert critic_value_after_training(TERMINATING_ENV, 200) < 0.5 * infinite_horizon
+
+
+@pytest.mark.parametrize(("algo", "env_id"), [("a2c", "PongNoFrameskip-v4"), ("task1", "PongNoFrameskip-v4"),
+                                              ("task2", "PongNoFrameskip-v4"), ("task1", "CartPole-v1")])
+def test_the_update_through_the_acting_passes_has_the_gradient_of_a_new_pass_over_the_rollout(
+        algo: str, env_id: str) -> None:
+    """``update`` back-propagates through the forward passes that chose the actions. For the same weights and
+    the same rollout, its gradient is the one of the loss recomputed from the stored observations in one
+    batch (the update before the graph was kept), to float tolerance."""
+    trainer = make_trainer(env_id, algo=algo, n_envs=4, max_grad_norm=1e9)  # no clipping: the raw gradient
+    try:
+        for _ in range(3):  # away from the initial weights, where the policy gradient is tiny
+            trainer.train_iteration()
+        trainer.collect_rollout()
+        weights = copy.deepcopy(trainer.model)
+        cfg, buf = trainer.config, trainer.buffer
+        returns = buf.returns(trainer._values(trainer.obs), cfg.gamma).flatten()
+        loss, _ = trainer.loss_fn(*weights(buf.observations.flatten(0, 1)), buf.actions.flatten(), returns,
+                                  pg_coef=cfg.pg_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
+        loss.backward()
+        trainer.update()
+        for (name, new), old in zip(trainer.model.named_parameters(), weights.parameters(), strict=True):
+            assert old.grad.abs().max() > 0, name
+            torch.testing.assert_close(new.grad, old.grad, rtol=1e-4, atol=1e-5 * float(old.grad.abs().max()),
+                                       msg=lambda m, name=name: f"{name}: {m}")
+    finally:
+        trainer.close()
+
+
+@pytest.mark.parametrize(("env_id", "iterations"), [("PongNoFrameskip-v4", 3), ("CartPole-v1", 40)])
+def test_envs_stepped_in_groups_play_the_rollouts_and_episodes_of_all_envs_at_once(env_id: str,
+                                                                                  iterations: int) -> None:
+    """With env_groups > 1 the network chooses one group's actions while the others step. The rollouts
+    (observations, actions, rewards, ends), the episodes counted and the learned weights are those of all
+    envs stepping at once: same env seeds, same draws from the random stream in the same order."""
+    played = {}
+    for groups in (1, 2, 3):
+        trainer = make_trainer(env_id, n_envs=5, env_groups=groups)
+        try:
+            rollouts = []
+            for _ in range(iterations):
+                trainer.train_iteration()
+                buf = trainer.buffer
+                rollouts.append([x.clone() for x in (buf.observations, buf.actions, buf.rewards, buf.terminated,
+                                                     buf.truncated)])
+            played[groups] = (rollouts, list(trainer.episode_returns), list(trainer.episode_lengths),
+                              [p.detach().clone() for p in trainer.model.parameters()])
+        finally:
+            trainer.close()
+    rollouts, returns, lengths, weights = played[1]
+    if env_id == "CartPole-v1":
+        assert len(lengths) >= 10 and returns == lengths  # CartPole pays 1 per step
+    for groups in (2, 3):
+        assert_identical(played[groups][0], rollouts, f"rollouts with {groups} groups")
+        assert (played[groups][1], played[groups][2]) == (returns, lengths)
+        for new, old in zip(played[groups][3], weights, strict=True):
+            torch.testing.assert_close(new, old, rtol=1e-4, atol=1e-6)
 
 
 # ---------------------------------------------------------------- exact resume

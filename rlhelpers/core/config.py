@@ -49,10 +49,16 @@ class AgentConfig:
     )
     device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda, mps"})
     torch_threads: int = field(
-        default=0, metadata={"help": "CPU threads for torch; 0 keeps torch's default (1 helps on a busy machine)"}
+        default=0,
+        metadata={"help": "CPU threads for torch; 0: torch's default, 1 with a GPU (1 helps on a busy machine)"},
     )
     env_threads: int = field(
         default=0, metadata={"help": "threads of each ALE vector env; 0 lets ALE use min(envs, cores)"}
+    )
+    env_groups: int = field(
+        default=1,
+        metadata={"help": "training envs stepped as this many groups, the network choosing one group's actions "
+                          "while the others step (ALE envs; 1: all envs step at once)"},
     )
 
     @property

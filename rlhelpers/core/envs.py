@@ -3,11 +3,14 @@
 Both use SAME_STEP autoreset: the step that ends an episode returns the first observation of the
 next one and puts the true last observation in ``info["final_obs"]``. Every stored transition is
 therefore a real one (no dummy reset steps); the trainer cuts returns where an episode terminates
-and bootstraps truncations from ``final_observations``. Rewards are the true game scores (no clipping here);
-``RecordEpisodeStatistics`` reports per-episode returns and lengths in ``info["episode"]``.
+and bootstraps truncations from ``final_observations``. Rewards are the true game scores (no clipping here).
+Evaluation envs report per-episode returns and lengths in ``info["episode"]`` (``RecordEpisodeStatistics``);
+the trainer counts its own, since it steps its envs in two calls (``send_actions``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import ale_py
 import gymnasium as gym
@@ -59,8 +62,9 @@ def check_supported(env_id: str) -> None:
                              "are supported")
 
 
-def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0) -> VectorEnv:
-    """Build ``n_envs`` copies of ``env_id`` as one SAME_STEP-autoreset vector env with episode statistics.
+def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0, episode_statistics: bool = True) -> VectorEnv:
+    """Build ``n_envs`` copies of ``env_id`` as one SAME_STEP-autoreset vector env, with gymnasium's episode
+    statistics unless ``episode_statistics`` is False (its wrapper only steps in one call: see ``send_actions``).
 
     Atari ids get the preprocessing of docs/experiment.md inside ``AtariVectorEnv``: up to 30 no-op starts,
     frame skip 4 with max-pooling, 84x84 grey, 4-frame stack, no life-loss episodes, no sticky
@@ -92,7 +96,16 @@ def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0) -> VectorEnv:
             env_id, n_envs, vectorization_mode="sync",
             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
         )
-    return gym.wrappers.vector.RecordEpisodeStatistics(env)
+    return gym.wrappers.vector.RecordEpisodeStatistics(env) if episode_statistics else env
+
+
+def send_actions(env: VectorEnv, actions: np.ndarray) -> Callable[[], tuple]:
+    """Start a step of ``env`` and return the call that ends it with the step's results. ALE's vector env
+    steps in its own threads in between, so the caller can compute meanwhile; other envs step in that call."""
+    if isinstance(env, ale_py.vector_env.AtariVectorEnv):
+        env.send(actions)
+        return env.recv
+    return lambda: env.step(actions)
 
 
 def final_observations(info: dict, done_envs: np.ndarray) -> np.ndarray:
@@ -104,11 +117,3 @@ def final_observations(info: dict, done_envs: np.ndarray) -> np.ndarray:
     if final.dtype == object:
         return np.stack([final[i] for i in done_envs])
     return final[done_envs]
-
-
-def finished_episodes(info: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Returns (true game scores) and lengths of the episodes that ended this step."""
-    if "episode" not in info:
-        return np.empty(0), np.empty(0, dtype=np.int64)
-    mask = info["_episode"]
-    return info["episode"]["r"][mask].astype(np.float64), info["episode"]["l"][mask].astype(np.int64)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ import torch
 
 from rlhelpers.core.buffer import RolloutBuffer
 from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, resolve_device
-from rlhelpers.core.envs import atari_game, final_observations, finished_episodes, make_vec_env
+from rlhelpers.core.envs import atari_game, final_observations, make_vec_env, send_actions
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluate_policy
 from rlhelpers.core.losses import ALGORITHMS, state_value
@@ -36,16 +37,21 @@ class Trainer:
         ``resolve_device(config.device)``; ``model`` replaces the one built from the config."""
         self.config = config
         self.device = resolve_device(config.device) if device is None else device
-        if config.torch_threads:
-            # torch's default uses every core; one thread helps when other processes compete for them
-            # (bench/results.md measures both).
-            torch.set_num_threads(config.torch_threads)
+        # torch's default uses every core; one thread helps when other processes compete for them, and when
+        # the network runs on a GPU, where CPU threads only wait and spin against the emulator (bench/results.md).
+        threads = config.torch_threads or (1 if self.device.type == "cuda" else 0)
+        if threads:
+            torch.set_num_threads(threads)
         torch.manual_seed(config.seed)
         random.seed(config.seed)
-        self.env = make_vec_env(config.env_id, config.n_envs, num_threads=config.env_threads)
+        # Consecutive envs in env_groups groups, each its own vector env (collect_rollout overlaps them).
+        bounds = np.linspace(0, config.n_envs, config.env_groups + 1).round().astype(int)
+        self.groups = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self.envs = [make_vec_env(config.env_id, envs.stop - envs.start, num_threads=config.env_threads,
+                                  episode_statistics=False) for envs in self.groups]
         self.eval_env = None
-        obs_space = self.env.single_observation_space
-        self.n_actions = int(self.env.single_action_space.n)
+        obs_space = self.envs[0].single_observation_space
+        self.n_actions = int(self.envs[0].single_action_space.n)
         self.clip_rewards = atari_game(config.env_id) is not None
         if model is None:
             model = build_model(obs_space.shape, self.n_actions, config.algo, config.hidden_size)
@@ -62,51 +68,85 @@ class Trainer:
         self.eval_history: list[dict[str, Any]] = []
         self.sessions: list[dict[str, Any]] = []  # provenance of each training session
         self.train_seconds = 0.0  # wall-clock time spent training (evaluations included), over all sessions
+        self.acting_outputs: list[tuple[torch.Tensor, torch.Tensor]] = []  # policy and critic outputs of a rollout
         self.restart_episodes(config.seed)
 
     def restart_episodes(self, seed: int) -> None:
-        """Reset every training env with ``seed`` (sub-envs get seed, seed+1, ...), abandoning the
-        episodes in progress."""
-        obs, _ = self.env.reset(seed=seed)
-        self.obs = torch.as_tensor(obs, device=self.device)
+        """Reset every training env with ``seed`` (env i gets seed + i), abandoning the episodes in progress."""
+        obs = [env.reset(seed=seed + envs.start)[0] for env, envs in zip(self.envs, self.groups, strict=True)]
+        self.obs = torch.as_tensor(np.concatenate(obs), device=self.device)
+        self.running_returns = np.zeros(self.config.n_envs)  # of the episodes in progress, true game scores
+        self.running_lengths = np.zeros(self.config.n_envs, dtype=np.int64)
 
     @torch.inference_mode()
     def _values(self, obs: torch.Tensor) -> torch.Tensor:
         """V(s), or V~(s) = sum_a pi(a|s) Q(s,a) for a Q critic, for bootstrapping."""
         return state_value(*self.model(obs))
 
-    @torch.inference_mode()
     def collect_rollout(self) -> None:
-        """Play n_steps in every training env with actions sampled from pi, filling the buffer."""
-        buf = self.buffer
-        for t in range(self.config.n_steps):
-            buf.observations[t].copy_(self.obs)
-            logits, _ = self.model(self.obs)
-            actions = sample_actions(logits)
-            buf.actions[t].copy_(actions)
-            next_obs, rewards, terminated, truncated, info = self.env.step(actions.cpu().numpy())
-            scores, lengths = finished_episodes(info)
-            self.episode_returns.extend(scores.tolist())
-            self.episode_lengths.extend(lengths.tolist())
-            if self.clip_rewards:
-                rewards = np.sign(rewards)
-            buf.rewards[t].copy_(torch.as_tensor(rewards))
-            buf.terminated[t].copy_(torch.as_tensor(terminated))
-            buf.truncated[t].copy_(torch.as_tensor(truncated))
-            buf.truncation_values[t].zero_()
-            # A timeout is not a real end: bootstrap from the critic's value of the true last observation.
-            timeouts = np.flatnonzero(truncated & ~terminated)
-            if len(timeouts):
-                final_obs = torch.as_tensor(final_observations(info, timeouts), device=self.device)
-                buf.truncation_values[t, torch.as_tensor(timeouts, device=self.device)] = self._values(final_obs)
-            self.obs = torch.as_tensor(next_obs, device=self.device)
+        """Play n_steps in every training env with actions sampled from pi, filling the buffer.
+
+        The envs step in ``config.env_groups`` groups: a group's step is sent, and while the env computes it
+        the network chooses the next group's actions; its results are received when the group acts again.
+        Actions are drawn group after group in env order, as one draw for all envs would draw them.
+
+        With autograd enabled (as in ``train_iteration``), the acting forward passes keep their graph:
+        ``update`` back-propagates through them instead of running the network again over the stored
+        observations. The gradient is the same, since one update per rollout uses the weights that acted.
+        """
+        buf, n_steps = self.buffer, self.config.n_steps
+        self.acting_outputs = []
+        obs = [self.obs[envs] for envs in self.groups]  # replaced, never written: autograd may hold them
+        receive: list[Callable[[], tuple] | None] = [None] * len(self.envs)
+        for t in range(n_steps + 1):
+            for g, (env, envs) in enumerate(zip(self.envs, self.groups, strict=True)):
+                if receive[g] is not None:
+                    obs[g] = self._store_step(t - 1, envs, *receive[g]())
+                if t == n_steps:
+                    continue
+                buf.observations[t, envs].copy_(obs[g])
+                logits, critic = self.model(obs[g])
+                self.acting_outputs.append((logits, critic))
+                actions = sample_actions(logits.detach())
+                buf.actions[t, envs].copy_(actions)
+                receive[g] = send_actions(env, actions.cpu().numpy())
+        self.obs = torch.cat(obs)
         self.num_timesteps += self.config.batch_size
 
+    def _store_step(self, t: int, envs: slice, next_obs: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
+                    truncated: np.ndarray, info: dict) -> torch.Tensor:
+        """Store the step ``t`` of the envs ``envs`` in the buffer, count the episodes it ended, and return the
+        next observations."""
+        buf = self.buffer
+        self.running_returns[envs] += rewards
+        self.running_lengths[envs] += 1
+        ended = np.flatnonzero(terminated | truncated) + envs.start
+        if len(ended):
+            self.episode_returns.extend(self.running_returns[ended].tolist())
+            self.episode_lengths.extend(self.running_lengths[ended].tolist())
+            self.running_returns[ended] = 0.0
+            self.running_lengths[ended] = 0
+        if self.clip_rewards:
+            rewards = np.sign(rewards)
+        buf.rewards[t, envs].copy_(torch.as_tensor(rewards))
+        buf.terminated[t, envs].copy_(torch.as_tensor(terminated))
+        buf.truncated[t, envs].copy_(torch.as_tensor(truncated))
+        buf.truncation_values[t, envs].zero_()
+        # A timeout is not a real end: bootstrap from the critic's value of the true last observation.
+        timeouts = np.flatnonzero(truncated & ~terminated)
+        if len(timeouts):
+            final_obs = torch.as_tensor(final_observations(info, timeouts), device=self.device)
+            buf.truncation_values[t, torch.as_tensor(timeouts + envs.start, device=self.device)] = \
+                self._values(final_obs)
+        return torch.as_tensor(next_obs, device=self.device)
+
     def update(self) -> dict[str, float]:
-        """One gradient step on the stored rollout; returns its statistics as floats."""
+        """One gradient step on the rollout just collected (through its acting forward passes); returns its
+        statistics as floats."""
         cfg = self.config
         returns = self.buffer.returns(self._values(self.obs), cfg.gamma).flatten()
-        logits, critic = self.model(self.buffer.observations.flatten(0, 1))
+        logits, critic = (torch.cat(outputs) for outputs in zip(*self.acting_outputs, strict=True))
+        self.acting_outputs = []  # the graph is freed by the backward pass below
         loss, stats = self.loss_fn(logits, critic, self.buffer.actions.flatten(), returns,
                                    pg_coef=cfg.pg_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
         self.optimizer.zero_grad(set_to_none=True)
@@ -141,7 +181,7 @@ class Trainer:
     def snapshot(self) -> dict[str, Any]:
         """Model weights and what rebuilds the model (no optimizer): the analysis's view of the policy."""
         return {"step": self.num_timesteps, "config": self.config.to_dict(),
-                "obs_shape": list(self.env.single_observation_space.shape), "n_actions": self.n_actions,
+                "obs_shape": list(self.envs[0].single_observation_space.shape), "n_actions": self.n_actions,
                 "model": self.model.state_dict()}
 
     def state_dict(self) -> dict[str, Any]:
@@ -185,6 +225,7 @@ class Trainer:
 
     def close(self) -> None:
         """Close the training and evaluation envs."""
-        self.env.close()
+        for env in self.envs:
+            env.close()
         if self.eval_env is not None:
             self.eval_env.close()

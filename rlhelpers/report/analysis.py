@@ -71,10 +71,10 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
     try:
         obs, actions, returns = [], [], []
         for i in range(n_rollouts):
-            for _ in range(burn_in_rollouts if i == 0 else gap_rollouts):
+            with torch.inference_mode():  # no update follows: the rollouts need no autograd graph
+                for _ in range(burn_in_rollouts if i == 0 else gap_rollouts):
+                    trainer.collect_rollout()
                 trainer.collect_rollout()
-            trainer.collect_rollout()
-            with torch.inference_mode():
                 last_values = state_value(*trainer.model(trainer.obs))
             returns.append(trainer.buffer.returns(last_values, config.gamma).flatten())
             obs.append(trainer.buffer.observations.flatten(0, 1).clone())

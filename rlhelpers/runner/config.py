@@ -195,12 +195,14 @@ def validate(config: TrainConfig) -> TrainConfig:
             raise RLHelpersError(f"variant {config.variant} changes nothing for {config.algo}: train it without one")
     check_supported(config.env_id)
     for name in ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes", "n_eval_envs",
-                 "hidden_size", "keep_checkpoints", "snapshot_interval"):
+                 "hidden_size", "keep_checkpoints", "snapshot_interval", "env_groups"):
         if getattr(config, name) <= 0:
             raise RLHelpersError(f"{name} must be a positive integer, got {getattr(config, name)!r}")
     for name in ("lr", "max_grad_norm", "rms_eps", "checkpoint_interval_s"):
         if not getattr(config, name) > 0:
             raise RLHelpersError(f"{name} must be positive, got {getattr(config, name)!r}")
+    if config.env_groups > config.n_envs:
+        raise RLHelpersError(f"env_groups must be at most n_envs ({config.n_envs}), got {config.env_groups!r}")
     if not 0.0 <= config.gamma <= 1.0:
         raise RLHelpersError(f"gamma must lie in [0, 1], got {config.gamma!r}")
     if not 0.0 < config.rms_alpha < 1.0:
