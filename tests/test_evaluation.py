@@ -101,7 +101,7 @@ def test_each_evaluation_plays_newly_seeded_episodes_on_its_own_envs() -> None:
         ActionRewardEnv.seeds.clear()
         trainer.evaluate()
         trainer.evaluate()
-        assert trainer.eval_env is not trainer.env
+        assert trainer.eval_env not in trainer.envs
     finally:
         trainer.close()
     first = 7 + EVAL_SEED_OFFSET
