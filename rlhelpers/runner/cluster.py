@@ -41,8 +41,13 @@ class TrainJob(submitit.helpers.Checkpointable):
         self.process = _start_run(self.algo, self.seed, self.run_path, Path(self.runs_dir), self.train_args)
         # Polled, not wait()ed: ``checkpoint`` runs in a signal handler and must be able to wait for the process
         # itself (a wait() interrupted there would still hold the process's lock).
-        while (code := self.process.poll()) is None:
-            time.sleep(1.0)
+        try:
+            while (code := self.process.poll()) is None:
+                time.sleep(1.0)
+        finally:  # a cancelled job (SIGINT in submitit's local jobs) stops its run, which checkpoints on SIGTERM
+            if self.process.poll() is None:
+                self.process.send_signal(signal.SIGTERM)
+                self.process.wait()
         if code != 0:
             raise RLHelpersError(f"{self.run_path.name} ended with exit code {code}: see {self.run_path / TRAIN_LOG}")
         return code
