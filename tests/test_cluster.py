@@ -4,7 +4,10 @@ submission resumes it; without submitit the cluster path refuses clearly."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -70,7 +73,9 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
     [job] = submit_runs(TrainConfig(**options, algo="task1"), [*CARTPOLE_ARGS, "--total-timesteps", "10000000"],
                         [("task1", 0)], time_min=10, cluster="local")
     wait_for(lambda: last_step(run) >= 1000, "two evaluations")
-    job.cancel()  # scancel, here: the job dies and its training gets SIGTERM
+    # scancel: SLURM sends SIGTERM to every process of the job, the training included
+    os.kill(json.loads((run / "owner.json").read_text())["pid"], signal.SIGTERM)
+    job.cancel()
     wait_for(lambda: not (run / "owner.json").exists(), "the cancelled run to stop")
     assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
     stopped_at = RunDirectory(run).load_latest_checkpoint()["num_timesteps"]
