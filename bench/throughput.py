@@ -99,8 +99,10 @@ def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
     config, device = resolve_config(TrainConfig(algo=spec["algo"], env_id=ENV_ID, n_envs=n_envs, n_steps=n_steps,
                                                 device="cpu", wandb_mode="disabled", **spec.get("options", {})))
     trainer = Trainer(config, device)
-    if spec.get("tiny"):
-        trainer = Trainer(config, device, model=_tiny_model(trainer.n_actions, trainer.model.critic_head.out_features))
+    if spec.get("tiny"):  # the first trainer only tells the network's shape; its envs are closed, not left beside
+        trainer.close()
+        model = _tiny_model(trainer.n_actions, trainer.model.critic_head.out_features)
+        trainer = Trainer(config, device, model=model)
     return trainer.train_iteration, n_envs * n_steps
 
 
