@@ -67,8 +67,14 @@ def _tiny_model(n_actions: int, critic_outputs: int) -> Any:
             super().__init__()
             self.linear = nn.Linear(21 * 21, self.out_features)
 
-        def forward(self, obs: torch.Tensor) -> torch.Tensor:
-            return torch.relu(self.linear(obs[:, -1, ::4, ::4].flatten(1).float() / 255.0))
+        def trunk(self, obs: torch.Tensor) -> torch.Tensor:
+            return obs[:, -1, ::4, ::4].flatten(1).float() / 255.0
+
+        def top(self, trunk_out: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.linear(trunk_out))
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:  # the baseline's ActorCritic calls the encoder
+            return self.top(self.trunk(obs))
 
     return ActorCritic(TinyEncoder(), n_actions, critic_outputs)
 
@@ -174,6 +180,10 @@ def table_rows() -> list[Row]:
             [rlhelpers_run("a2c", baseline=True, **PAIR), rlhelpers_run("task1", baseline=True, **PAIR)]),
         Row("two runs side by side: rlhelpers, the campaign's settings",
             [rlhelpers_run("a2c", **PAIR), rlhelpers_run("task1", **PAIR)]),
+        Row("two runs side by side: rlhelpers, torch's default threads each",
+            [rlhelpers_run("a2c"), rlhelpers_run("task1")]),
+        Row("two runs side by side: rlhelpers, 1 torch thread and 1 env thread each",
+            [rlhelpers_run(algo, torch_threads=1, env_threads=1) for algo in ("a2c", "task1")]),
         Row("pipeline ceiling: baseline, tiny network", [rlhelpers_run(baseline=True, tiny=True)]),
         Row("pipeline ceiling: rlhelpers, torch's default threads, tiny network", [rlhelpers_run(tiny=True)]),
         Row("pipeline ceiling: rlhelpers, 1 torch thread (auto with a GPU), tiny network",
@@ -206,8 +216,9 @@ def ratios(table: list[Row]) -> dict[str, tuple[str, str]]:
             found[row.name] = (f"{ratio:.2f}x reference", target)
         elif row.name.startswith("two runs side by side: rlhelpers"):
             ratio = paired_ratio(row.samples, two_runs_before)
-            found[row.name] = (f"{ratio:.2f}x baseline pair",
-                               f">= {TARGET_TWO_RUNS:.1f}x: {'met' if ratio >= TARGET_TWO_RUNS else 'missed'}")
+            target = (f">= {TARGET_TWO_RUNS:.1f}x: {'met' if ratio >= TARGET_TWO_RUNS else 'missed'}"
+                      if "campaign" in row.name else "")
+            found[row.name] = (f"{ratio:.2f}x baseline pair", target)
         elif row.name.startswith("pipeline"):
             share = paired_ratio(row.samples, env_ceiling)
             target = (f">= {TARGET_PIPELINE_SHARE:.0%}: {'met' if share >= TARGET_PIPELINE_SHARE else 'missed'}"

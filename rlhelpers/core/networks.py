@@ -1,6 +1,8 @@
 """Actor-critic networks: a shared encoder with a policy head and a critic head.
 
 The critic head has one output, V(s), or |A| outputs, Q(s, .), as the algorithm table says.
+An encoder is a ``trunk`` (the per-observation layers whose graph the trainer's acting passes keep: the
+convolutions) followed by a ``top`` (the layers the update runs once on the whole rollout).
 Initialisation is orthogonal (as in OpenAI Baselines): gain sqrt(2) in the encoder, 0.01 on the
 policy head (near-uniform initial policy), 1 on the critic head; biases are zero.
 """
@@ -39,8 +41,16 @@ class NatureEncoder(nn.Module):
         # Channels-last convolution weights: oneDNN's faster CPU layout (bench/layout.py measures it).
         self.net.to(memory_format=torch.channels_last)
 
+    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
+        """The convolutions, flattened: (N, 3136). Float32 in training, float64 in the analysis."""
+        return self.net[:7](obs.to(self.net[0].weight.dtype) / 255.0)
+
+    def top(self, trunk_out: torch.Tensor) -> torch.Tensor:
+        """The fully connected layer on the trunk's output."""
+        return self.net[7:](trunk_out)
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs.to(self.net[0].weight.dtype) / 255.0)  # float32 in training, float64 in the analysis
+        return self.top(self.trunk(obs))
 
 
 class MLPEncoder(nn.Module):
@@ -54,8 +64,16 @@ class MLPEncoder(nn.Module):
             layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
         )
 
+    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
+        """No layers: the observations as floats."""
+        return obs.to(self.net[0].weight.dtype)
+
+    def top(self, trunk_out: torch.Tensor) -> torch.Tensor:
+        """Both layers."""
+        return self.net(trunk_out)
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs.to(self.net[0].weight.dtype))
+        return self.top(self.trunk(obs))
 
 
 class ActorCritic(nn.Module):
@@ -69,7 +87,11 @@ class ActorCritic(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Policy logits (N, |A|) and critic output (N, 1) for V or (N, |A|) for Q."""
-        features = self.encoder(obs)
+        return self.heads(self.encoder.trunk(obs))
+
+    def heads(self, trunk_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The outputs from the encoder's trunk on: its top, then the policy and critic heads."""
+        features = self.encoder.top(trunk_out)
         return self.policy_head(features), self.critic_head(features)
 
 

@@ -68,7 +68,7 @@ class Trainer:
         self.eval_history: list[dict[str, Any]] = []
         self.sessions: list[dict[str, Any]] = []  # provenance of each training session
         self.train_seconds = 0.0  # wall-clock time spent training (evaluations included), over all sessions
-        self.acting_outputs: list[tuple[torch.Tensor, torch.Tensor]] = []  # policy and critic outputs of a rollout
+        self.acting_trunks: list[torch.Tensor] = []  # the encoder's trunk outputs in a rollout's acting passes
         self.restart_episodes(config.seed)
 
     def restart_episodes(self, seed: int) -> None:
@@ -90,12 +90,14 @@ class Trainer:
         the network chooses the next group's actions; its results are received when the group acts again.
         Actions are drawn group after group in env order, as one draw for all envs would draw them.
 
-        With autograd enabled (as in ``train_iteration``), the acting forward passes keep their graph:
-        ``update`` back-propagates through them instead of running the network again over the stored
-        observations. The gradient is the same, since one update per rollout uses the weights that acted.
+        With autograd enabled (as in ``train_iteration``), the acting passes keep the graph of the encoder's
+        trunk (its convolutions): ``update`` runs the rest of the network once on the whole rollout's trunk
+        outputs and back-propagates through them, instead of running the network again over the stored
+        observations. The gradient is the same, since one update per rollout uses the weights that acted; one
+        batched fully connected layer is cheaper to differentiate than one per step (bench/results.md).
         """
         buf, n_steps = self.buffer, self.config.n_steps
-        self.acting_outputs = []
+        self.acting_trunks = []
         obs = [self.obs[envs] for envs in self.groups]  # replaced, never written: autograd may hold them
         receive: list[Callable[[], tuple] | None] = [None] * len(self.envs)
         for t in range(n_steps + 1):
@@ -105,9 +107,11 @@ class Trainer:
                 if t == n_steps:
                     continue
                 buf.observations[t, envs].copy_(obs[g])
-                logits, critic = self.model(obs[g])
-                self.acting_outputs.append((logits, critic))
-                actions = sample_actions(logits.detach())
+                trunk_out = self.model.encoder.trunk(obs[g])
+                self.acting_trunks.append(trunk_out)
+                with torch.no_grad():
+                    logits, _ = self.model.heads(trunk_out)
+                actions = sample_actions(logits)
                 buf.actions[t, envs].copy_(actions)
                 receive[g] = send_actions(env, actions.cpu().numpy())
         self.obs = torch.cat(obs)
@@ -141,12 +145,12 @@ class Trainer:
         return torch.as_tensor(next_obs, device=self.device)
 
     def update(self) -> dict[str, float]:
-        """One gradient step on the rollout just collected (through its acting forward passes); returns its
+        """One gradient step on the rollout just collected (through its acting passes' trunks); returns its
         statistics as floats."""
         cfg = self.config
         returns = self.buffer.returns(self._values(self.obs), cfg.gamma).flatten()
-        logits, critic = (torch.cat(outputs) for outputs in zip(*self.acting_outputs, strict=True))
-        self.acting_outputs = []  # the graph is freed by the backward pass below
+        logits, critic = self.model.heads(torch.cat(self.acting_trunks))
+        self.acting_trunks = []  # the graph is freed by the backward pass below
         loss, stats = self.loss_fn(logits, critic, self.buffer.actions.flatten(), returns,
                                    pg_coef=cfg.pg_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
         self.optimizer.zero_grad(set_to_none=True)
