@@ -103,9 +103,10 @@ def test_timeouts_bootstrap_the_critic_towards_the_infinite_horizon_value() -> N
                                               ("task2", "PongNoFrameskip-v4"), ("task1", "CartPole-v1")])
 def test_the_update_through_the_acting_passes_has_the_gradient_of_a_new_pass_over_the_rollout(
         algo: str, env_id: str) -> None:
-    """``update`` back-propagates through the forward passes that chose the actions. For the same weights and
-    the same rollout, its gradient is the one of the loss recomputed from the stored observations in one
-    batch (the update before the graph was kept), to float tolerance."""
+    """``update`` back-propagates through the forward passes that chose the actions (their trunks; the layers
+    above run once on the whole rollout). For the same weights and the same rollout, its gradient is the one of
+    the loss recomputed from the stored observations in one batch (the update before the graph was kept), to
+    float tolerance."""
     trainer = make_trainer(env_id, algo=algo, n_envs=4, max_grad_norm=1e9)  # no clipping: the raw gradient
     try:
         for _ in range(3):  # away from the initial weights, where the policy gradient is tiny

@@ -42,8 +42,11 @@ class NatureEncoder(nn.Module):
         self.net.to(memory_format=torch.channels_last)
 
     def trunk(self, obs: torch.Tensor) -> torch.Tensor:
-        """The convolutions, flattened: (N, 3136). Float32 in training, float64 in the analysis."""
-        return self.net[:7](obs.to(self.net[0].weight.dtype) / 255.0)
+        """The convolutions, flattened: (N, 3136). Float32 in training, float64 in the analysis.
+
+        The frames go channels-last while still bytes, so the convolution does not reorder them as floats."""
+        frames = obs.contiguous(memory_format=torch.channels_last).to(self.net[0].weight.dtype)
+        return self.net[:7](frames / 255.0)
 
     def top(self, trunk_out: torch.Tensor) -> torch.Tensor:
         """The fully connected layer on the trunk's output."""
