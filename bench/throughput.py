@@ -3,7 +3,7 @@ speed work, two runs side by side, the pipeline with a near-free network, and on
 
 Run from the root of a git clone on an otherwise idle machine::
 
-    python -m bench.throughput            # full run, about 10 minutes; writes bench/results.md
+    python -m bench.throughput            # full run, about 15 minutes; writes bench/results.md
     python -m bench.throughput --quick    # smoke run in about a minute (figures not comparable)
 
 Every figure is environment steps per second (summed over the envs) of Pong with 16 envs and n_steps 5,
