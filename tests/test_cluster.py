@@ -88,6 +88,32 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
     assert [s["start_step"] for s in history(run)["provenance"]] == [0, stopped_at]
 
 
+def test_an_interrupted_job_stops_its_training_which_checkpoints(tmp_path: Path) -> None:
+    """submitit cancels a local job with SIGINT: the job, interrupted while it waits, stops its run with
+    SIGTERM and waits for it, so the run checkpoints and no training goes on past the job."""
+    pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
+    import threading
+
+    from rlhelpers.runner.cluster import TrainJob
+
+    runs = tmp_path / "runs"
+    job = TrainJob("a2c", 0, str(runs), "", [*CARTPOLE_ARGS, "--total-timesteps", "10000000"])
+
+    def interrupt_after_two_evaluations() -> None:
+        wait_for(lambda: last_step(job.run_path) >= 1000, "two evaluations")
+        os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt in the main thread, where the job waits
+
+    interrupter = threading.Thread(target=interrupt_after_two_evaluations, daemon=True)
+    interrupter.start()
+    with pytest.raises(KeyboardInterrupt):
+        job()
+    interrupter.join()
+    assert job.process.poll() is not None  # the training ended with the job
+    assert not (job.run_path / "owner.json").exists()
+    assert "(stopped by SIGTERM)" in (job.run_path / TRAIN_LOG).read_text()
+    assert RunDirectory(job.run_path).load_latest_checkpoint()["num_timesteps"] >= 1000
+
+
 def test_a_job_at_its_time_limit_is_requeued_and_resumes(tmp_path: Path) -> None:
     """A 1-minute job is signalled 30 s before its limit, whatever the machine's speed: the run checkpoints,
     submitit requeues the job, and the new session resumes from that checkpoint."""
