@@ -2,6 +2,7 @@
 dtypes, score ranges, the preprocessing, clipped training rewards and unclipped scores (not learning)."""
 
 import json
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -134,3 +135,20 @@ def test_evaluation_reports_true_game_scores() -> None:
     finally:
         env.close()
     assert max(rewards) > 1 and returns == [sum(rewards)]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_ale_starts_one_thread_per_cpu_the_process_may_use() -> None:
+    """With the default env threads, an ALE env restricted to one CPU (as a cluster job to its CPUs) starts one
+    worker thread, not one per CPU of the machine."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        threads_before = len(os.listdir("/proc/self/task"))
+        env = make_vec_env("PongNoFrameskip-v4", 4)
+        try:
+            assert len(os.listdir("/proc/self/task")) - threads_before == 1
+        finally:
+            env.close()
+    finally:
+        os.sched_setaffinity(0, allowed)

@@ -53,7 +53,7 @@ class AgentConfig:
         metadata={"help": "CPU threads for torch; 0: torch's default, 1 with a GPU (1 helps on a busy machine)"},
     )
     env_threads: int = field(
-        default=0, metadata={"help": "threads of each ALE vector env; 0 lets ALE use min(envs, cores)"}
+        default=0, metadata={"help": "threads of each ALE vector env; 0: min(envs, CPUs this process may use)"}
     )
     env_groups: int = field(
         default=1,

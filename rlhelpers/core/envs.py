@@ -10,6 +10,7 @@ the trainer counts its own, since it steps its envs in two calls (``send_actions
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import ale_py
@@ -68,7 +69,8 @@ def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0, episode_statist
 
     Atari ids get the preprocessing of docs/experiment.md inside ``AtariVectorEnv``: up to 30 no-op starts,
     frame skip 4 with max-pooling, 84x84 grey, 4-frame stack, no life-loss episodes, no sticky
-    actions, no fire reset, unclipped rewards. ``num_threads=0`` lets ALE use min(n_envs, cores).
+    actions, no fire reset, unclipped rewards. ``num_threads=0`` means min(n_envs, ``usable_cpus()``): ALE's
+    own default counts every CPU of the machine, also those a cluster job may not use.
     Seed it through ``reset(seed=s)`` (sub-envs get s, s+1, ...).
     """
     game = atari_game(env_id)
@@ -76,7 +78,7 @@ def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0, episode_statist
         env = ale_py.vector_env.AtariVectorEnv(
             game,
             n_envs,
-            num_threads=num_threads,
+            num_threads=num_threads or min(n_envs, usable_cpus()),
             max_num_frames_per_episode=env_spec(env_id).kwargs.get("max_num_frames_per_episode", 108_000),
             repeat_action_probability=0.0,
             noop_max=30,
@@ -97,6 +99,11 @@ def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0, episode_statist
             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
         )
     return gym.wrappers.vector.RecordEpisodeStatistics(env) if episode_statistics else env
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity mask where the OS has one (a SLURM job's CPUs), else all."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def send_actions(env: VectorEnv, actions: np.ndarray) -> Callable[[], tuple]:
