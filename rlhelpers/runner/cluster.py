@@ -44,19 +44,21 @@ class TrainJob(submitit.helpers.Checkpointable):
         try:
             while (code := self.process.poll()) is None:
                 time.sleep(1.0)
-        finally:  # a cancelled job (SIGINT in submitit's local jobs) stops its run, which checkpoints on SIGTERM
-            if self.process.poll() is None:
-                self.process.send_signal(signal.SIGTERM)
-                self.process.wait()
+        finally:  # a cancelled job (SIGINT in submitit's local jobs) stops its run
+            self._stop_run()
         if code != 0:
             raise RLHelpersError(f"{self.run_path.name} ended with exit code {code}: see {self.run_path / TRAIN_LOG}")
         return code
 
-    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
-        """Time limit or preemption: stop the training (it checkpoints on SIGTERM), then requeue a fresh job."""
+    def _stop_run(self) -> None:
+        """Stop the training if it still runs (it checkpoints on SIGTERM) and wait for it."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait()
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
+        """Time limit or preemption: stop the training, then requeue a fresh job."""
+        self._stop_run()
         return submitit.helpers.DelayedSubmission(
             TrainJob(self.algo, self.seed, self.runs_dir, self.variant, self.train_args))
 
