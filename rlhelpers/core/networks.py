@@ -1,8 +1,6 @@
 """Actor-critic networks: a shared encoder with a policy head and a critic head.
 
 The critic head has one output, V(s), or |A| outputs, Q(s, .), as the algorithm table says.
-An encoder is a ``trunk`` (the per-observation layers whose graph the trainer's acting passes keep: the
-convolutions) followed by a ``top`` (the layers the update runs once on the whole rollout).
 Initialisation is orthogonal (as in OpenAI Baselines): gain sqrt(2) in the encoder, 0.01 on the
 policy head (near-uniform initial policy), 1 on the critic head; biases are zero.
 """
@@ -24,10 +22,28 @@ def layer_init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
     return layer
 
 
-class NatureEncoder(nn.Module):
+class Encoder(nn.Module):
+    """Observations -> ``out_features`` features, as a ``trunk`` (the per-observation layers whose graph the
+    trainer's acting passes keep: the convolutions) followed by a ``top`` (the layers the update runs once on
+    the whole rollout)."""
+
+    out_features: int
+
+    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def top(self, trunk_out: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.top(self.trunk(obs))
+
+
+class NatureEncoder(Encoder):
     """Nature-DQN encoder: uint8 frames (N, 4, 84, 84) / 255 -> 512 features."""
 
     out_features = 512
+    trunk_layers = 7  # three convolutions with their ReLUs, and the flattening; the top is the linear layer
 
     def __init__(self, in_channels: int = 4) -> None:
         super().__init__()
@@ -46,17 +62,14 @@ class NatureEncoder(nn.Module):
 
         The frames go channels-last while still bytes, so the convolution does not reorder them as floats."""
         frames = obs.contiguous(memory_format=torch.channels_last).to(self.net[0].weight.dtype)
-        return self.net[:7](frames / 255.0)
+        return self.net[:self.trunk_layers](frames / 255.0)
 
     def top(self, trunk_out: torch.Tensor) -> torch.Tensor:
         """The fully connected layer on the trunk's output."""
-        return self.net[7:](trunk_out)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.top(self.trunk(obs))
+        return self.net[self.trunk_layers:](trunk_out)
 
 
-class MLPEncoder(nn.Module):
+class MLPEncoder(Encoder):
     """Two tanh layers for vector observations (classic control)."""
 
     def __init__(self, obs_dim: int, hidden_size: int = 64) -> None:
@@ -75,14 +88,11 @@ class MLPEncoder(nn.Module):
         """Both layers."""
         return self.net(trunk_out)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.top(self.trunk(obs))
-
 
 class ActorCritic(nn.Module):
     """Shared encoder, policy head (logits over A) and critic head (V: 1 output, Q: |A| outputs)."""
 
-    def __init__(self, encoder: nn.Module, n_actions: int, critic_outputs: int) -> None:
+    def __init__(self, encoder: Encoder, n_actions: int, critic_outputs: int) -> None:
         super().__init__()
         self.encoder = encoder
         self.policy_head = layer_init(nn.Linear(encoder.out_features, n_actions), gain=0.01)
@@ -101,7 +111,7 @@ class ActorCritic(nn.Module):
 def build_model(obs_shape: tuple[int, ...], n_actions: int, algo: str, hidden_size: int = 64) -> ActorCritic:
     """Nature encoder for image stacks (C, 84, 84), MLP for flat vectors; the critic ``algo`` has (V or Q)."""
     if len(obs_shape) == 3:
-        encoder: nn.Module = NatureEncoder(obs_shape[0])
+        encoder: Encoder = NatureEncoder(obs_shape[0])
     elif len(obs_shape) == 1:
         encoder = MLPEncoder(obs_shape[0], hidden_size)
     else:
