@@ -186,9 +186,9 @@ def table_rows() -> list[Row]:
             [rlhelpers_run(algo, torch_threads=1, env_threads=1) for algo in ("a2c", "task1")]),
         Row("pipeline ceiling: baseline, tiny network", [rlhelpers_run(baseline=True, tiny=True)]),
         Row("pipeline ceiling: rlhelpers, torch's default threads, tiny network", [rlhelpers_run(tiny=True)]),
-        Row("pipeline ceiling: rlhelpers, 1 torch thread (auto with a GPU), tiny network",
-            [rlhelpers_run(tiny=True, torch_threads=1)]),
-        Row("pipeline ceiling: rlhelpers, 1 torch thread, 2 env groups, tiny network",
+        Row("pipeline ceiling: rlhelpers, 1 torch thread, 1 env group, tiny network",
+            [rlhelpers_run(tiny=True, torch_threads=1, env_groups=1)]),
+        Row("pipeline ceiling: rlhelpers, 1 torch thread, 2 env groups (auto with a GPU), tiny network",
             [rlhelpers_run(tiny=True, torch_threads=1, env_groups=2)]),
     ]
 

@@ -14,7 +14,7 @@ def test_quick_benchmark_writes_its_table(tmp_path: Path) -> None:
     table = out.read_text()
     for row in ("env ceiling", "reference design", "baseline: rlhelpers before", "rlhelpers a2c, auto settings",
                 "rlhelpers task1", "rlhelpers task2", "two runs side by side: rlhelpers",
-                "pipeline ceiling: rlhelpers, 1 torch thread (auto with a GPU)",
+                "pipeline ceiling: rlhelpers, 1 torch thread, 2 env groups (auto with a GPU)",
                 "cpu:"):
         assert row in table
     assert "x reference" in table and "x baseline pair" in table and "of env ceiling" in table

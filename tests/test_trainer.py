@@ -16,7 +16,7 @@ import torch
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import state_value
 from rlhelpers.core.networks import sample_actions
-from rlhelpers.core.trainer import Trainer
+from rlhelpers.core.trainer import Trainer, env_group_count
 from rlhelpers.runner.checkpoint import RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig, resolve_config
 
@@ -155,6 +155,19 @@ def test_envs_stepped_in_groups_play_the_rollouts_and_episodes_of_all_envs_at_on
         assert (played[groups][1], played[groups][2]) == (returns, lengths)
         for new, old in zip(played[groups][3], weights, strict=True):
             torch.testing.assert_close(new, old, rtol=1e-4, atol=1e-6)
+
+
+def test_by_default_ale_envs_step_in_two_groups_with_a_gpu_and_in_one_on_a_cpu() -> None:
+    """With a GPU the CPU is free while the network computes, so by default the ALE envs step in two groups;
+    on a CPU, and for envs that step in the calling thread, in one; an explicit count is kept."""
+    pong = TrainConfig(algo="a2c", env_id="PongNoFrameskip-v4")
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert (env_group_count(pong, cuda), env_group_count(pong, cpu)) == (2, 1)
+    assert env_group_count(TrainConfig(algo="a2c", env_id="CartPole-v1"), cuda) == 1
+    assert env_group_count(TrainConfig(algo="a2c", env_id="PongNoFrameskip-v4", n_envs=1), cuda) == 1
+    assert env_group_count(TrainConfig(algo="a2c", env_id="PongNoFrameskip-v4", env_groups=3), cpu) == 3
+    with pytest.raises(RLHelpersError, match="env_groups must be a non-negative integer"):
+        resolve_config(TrainConfig(algo="a2c", env_id="CartPole-v1", env_groups=-1, wandb_mode="disabled"))
 
 
 # ---------------------------------------------------------------- exact resume

@@ -56,9 +56,9 @@ class AgentConfig:
         default=0, metadata={"help": "threads of each ALE vector env; 0: min(envs, CPUs this process may use)"}
     )
     env_groups: int = field(
-        default=1,
+        default=0,
         metadata={"help": "training envs stepped as this many groups, the network choosing one group's actions "
-                          "while the others step (ALE envs; 1: all envs step at once)"},
+                          "while the others step (ALE envs); 0: 2 with a GPU, else 1 (all envs step at once)"},
     )
 
     @property

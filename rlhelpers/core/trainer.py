@@ -28,6 +28,17 @@ from rlhelpers.core.optim import RMSpropTFLike
 CHECKPOINT_FORMAT = 2
 
 
+def env_group_count(config: AgentConfig, device: torch.device) -> int:
+    """How many groups the training envs step in: ``config.env_groups``, or for 0 two groups of ALE envs
+    with a GPU (the CPU is free while the GPU chooses one group's actions, so the other group steps
+    meanwhile; bench/results.md) and one group otherwise (on a CPU the network and the emulator already
+    share its cores)."""
+    if config.env_groups:
+        return config.env_groups
+    overlap = device.type == "cuda" and atari_game(config.env_id) is not None and config.n_envs > 1
+    return 2 if overlap else 1
+
+
 class Trainer:
     """One actor-critic learner: training envs, model, optimizer, rollout storage and counters."""
 
@@ -44,8 +55,8 @@ class Trainer:
             torch.set_num_threads(threads)
         torch.manual_seed(config.seed)
         random.seed(config.seed)
-        # Consecutive envs in env_groups groups, each its own vector env (collect_rollout overlaps them).
-        bounds = np.linspace(0, config.n_envs, config.env_groups + 1).round().astype(int)
+        # Consecutive envs in groups, each its own vector env (collect_rollout overlaps them).
+        bounds = np.linspace(0, config.n_envs, env_group_count(config, self.device) + 1).round().astype(int)
         self.groups = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         self.envs = [make_vec_env(config.env_id, envs.stop - envs.start, num_threads=config.env_threads,
                                   episode_statistics=False) for envs in self.groups]
@@ -86,7 +97,7 @@ class Trainer:
     def collect_rollout(self) -> None:
         """Play n_steps in every training env with actions sampled from pi, filling the buffer.
 
-        The envs step in ``config.env_groups`` groups: a group's step is sent, and while the env computes it
+        The envs step in ``env_group_count`` groups: a group's step is sent, and while the env computes it
         the network chooses the next group's actions; its results are received when the group acts again.
         Actions are drawn group after group in env order, as one draw for all envs would draw them.
 

@@ -195,7 +195,7 @@ def validate(config: TrainConfig) -> TrainConfig:
             raise RLHelpersError(f"variant {config.variant} changes nothing for {config.algo}: train it without one")
     check_supported(config.env_id)
     for name in ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes", "n_eval_envs",
-                 "hidden_size", "keep_checkpoints", "snapshot_interval", "env_groups"):
+                 "hidden_size", "keep_checkpoints", "snapshot_interval"):
         if getattr(config, name) <= 0:
             raise RLHelpersError(f"{name} must be a positive integer, got {getattr(config, name)!r}")
     for name in ("lr", "max_grad_norm", "rms_eps", "checkpoint_interval_s"):
@@ -210,7 +210,7 @@ def validate(config: TrainConfig) -> TrainConfig:
     for name in ("pg_coef", "vf_coef", "ent_coef"):
         if getattr(config, name) < 0:
             raise RLHelpersError(f"{name} must be non-negative, got {getattr(config, name)!r}")
-    for name in ("seed", "torch_threads", "env_threads"):
+    for name in ("seed", "torch_threads", "env_threads", "env_groups"):
         if getattr(config, name) < 0:
             raise RLHelpersError(f"{name} must be a non-negative integer, got {getattr(config, name)!r}")
     n_evals = config.total_timesteps // config.eval_interval + 2
