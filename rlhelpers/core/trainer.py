@@ -105,7 +105,7 @@ class Trainer:
         trunk (its convolutions): ``update`` runs the rest of the network once on the whole rollout's trunk
         outputs and back-propagates through them, instead of running the network again over the stored
         observations. The gradient is the same, since one update per rollout uses the weights that acted; one
-        batched fully connected layer is cheaper to differentiate than one per step (bench/results.md).
+        batched fully connected layer is cheaper to differentiate than one per step (docs/throughput.md).
         """
         buf, n_steps = self.buffer, self.config.n_steps
         self.acting_trunks = []
