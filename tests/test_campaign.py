@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -12,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.runner.campaign import CAMPAIGN_LOCK, CAMPAIGN_RUNS, TRAIN_LOG, run_campaign, run_status, status_table
+from rlhelpers.runner.campaign import CAMPAIGN_LOCK, TRAIN_LOG, campaign_runs, run_campaign, run_status, status_table
 from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.cli import main
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
 from rlhelpers.runner.runlock import LOCK_FILE
 
-RUN_NAMES = [f"{algo}_seed-{seed}" for algo, seed in CAMPAIGN_RUNS]
+RUN_NAMES = [run.name for run in campaign_runs()]
 CARTPOLE = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500", "--n-eval-episodes", "2",
             "--n-eval-envs", "2", "--stop-return", "1000", "--wandb-mode", "disabled", "--device", "cpu"]
 
@@ -157,22 +158,35 @@ def test_bad_campaign_options_start_nothing(tmp_path: Path, capsys: pytest.Captu
     assert not any(tmp_path.iterdir())
 
 
-def test_a_variant_campaign_trains_only_its_runs_under_their_own_names(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture) -> None:
+def test_a_campaign_of_other_seeds_and_a_variant_trains_them_seed_by_seed_under_their_own_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     runs = tmp_path / "runs"
-    write_history(runs / "task1_seed-0", [-21.0])  # a paused report run: not the variant's business
-    args = ["campaign", "--runs-dir", str(runs), "--algos", "task1", "--variant", "pg1", "--total-timesteps", "500",
-            *CARTPOLE]
+    write_history(runs / "task1_seed-0", [-21.0])  # a paused report run: not this campaign's business
+    args = ["campaign", "--runs-dir", str(runs), "--algos", "a2c", "task1-pg1", "--seeds", "200", "300",
+            "--parallel", "1", "--total-timesteps", "500", *CARTPOLE]
     assert main(args) == 0
-    assert sorted(p.name for p in runs.iterdir()) == ["task1-pg1_seed-0", "task1-pg1_seed-100", "task1_seed-0"]
-    for seed in (0, 100):
-        config = RunDirectory(runs / f"task1-pg1_seed-{seed}").read_history()["config"]
-        assert (config["algo"], config["variant"], config["pg_coef"], config["lr"]) == ("task1", "pg1", 1.0, 7e-3)
-    capsys.readouterr()
+    started = [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if ": started (pid" in line]
+    assert started == ["a2c_seed-200", "task1-pg1_seed-200", "a2c_seed-300", "task1-pg1_seed-300"]
+    assert sorted(p.name for p in runs.iterdir()) == sorted([*started, "task1_seed-0"])
+    for name in started:
+        config = RunDirectory(runs / name).read_history()["config"]
+        variant = "pg1" if "-pg1" in name else ""
+        assert (config["variant"], config["seed"], config["pg_coef"]) == (variant, int(name[-3:]), 1.0)
     assert main(["status", "--runs-dir", str(runs)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in table[7:]] == ["task1-pg1_seed-0", "task1-pg1_seed-100"]
-    assert table[7].split()[-1] == "finished" and table[2].split()[-1] == "paused"
+    assert [line.split()[0] for line in table[7:]] == sorted(started)
+    assert {line.split()[-1] for line in table[7:]} == {"finished"} and table[2].split()[-1] == "paused"
+
+
+@pytest.mark.parametrize(("args", "error"), [(["--algos", "a2c-pg1"], "invalid choice: 'a2c-pg1'"),
+                                             (["--seeds", "0", "0"], "each arm and seed once"),
+                                             (["--variant", "pg1"], "unrecognized arguments: --variant")])
+def test_a_campaign_refuses_an_arm_that_is_no_variant_and_a_seed_twice(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                      args: list[str], error: str) -> None:
+    with contextlib.suppress(SystemExit):  # argparse's errors exit with 2
+        assert main(["campaign", "--runs-dir", str(tmp_path), *CARTPOLE, *args]) == 2
+    assert error in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_campaign_of_another_host_is_waited_out_not_taken_for_a_live_one(tmp_path: Path,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.runner.campaign import TRAIN_LOG, train_campaign
+from rlhelpers.runner.campaign import TRAIN_LOG, CampaignRun, train_campaign
 from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.cli import main
 from rlhelpers.runner.config import TrainConfig
@@ -84,7 +84,7 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
     options = dict(CARTPOLE, runs_dir=str(runs), total_timesteps=10_000_000)
     run = runs / "task1_seed-0"
     [job] = submit_runs(TrainConfig(**options, algo="task1"), [*CARTPOLE_ARGS, "--total-timesteps", "10000000"],
-                        [("task1", 0)], time_min=10, cluster="local")
+                        [CampaignRun("task1", "", 0)], time_min=10, cluster="local")
     wait_for(lambda: last_step(run) >= 1000, "two evaluations")
     # scancel: SLURM sends SIGTERM to every process of the job, the training included
     os.kill(json.loads((run / "owner.json").read_text())["pid"], signal.SIGTERM)
@@ -110,7 +110,7 @@ def test_an_interrupted_job_stops_its_training_which_checkpoints(tmp_path: Path)
     from rlhelpers.runner.cluster import TrainJob
 
     runs = tmp_path / "runs"
-    job = TrainJob("a2c", 0, str(runs), "", [*CARTPOLE_ARGS, "--total-timesteps", "10000000"])
+    job = TrainJob(CampaignRun("a2c", "", 0), str(runs), [*CARTPOLE_ARGS, "--total-timesteps", "10000000"])
 
     def interrupt_after_two_evaluations() -> None:
         wait_for(lambda: last_step(job.run_path) >= 1000, "two evaluations")
@@ -141,7 +141,7 @@ def test_a_job_at_its_time_limit_is_requeued_and_resumes(tmp_path: Path) -> None
     run = runs / "a2c_seed-0"
     options = dict(CARTPOLE, runs_dir=str(runs), total_timesteps=10_000_000)
     [job] = submit_runs(TrainConfig(**options, algo="a2c"), [*CARTPOLE_ARGS, "--total-timesteps", "10000000"],
-                        [("a2c", 0)], time_min=1, cluster="local")
+                        [CampaignRun("a2c", "", 0)], time_min=1, cluster="local")
 
     def resumed() -> bool:
         sessions = history(run).get("provenance", [])

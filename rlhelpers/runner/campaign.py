@@ -23,24 +23,46 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from tqdm import tqdm
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.records import RunRecord, read_run, run_dirs
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name, resolve_config
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name, parse_arm, resolve_config
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
 
-# The report's runs in the order the campaign trains them: both seed-0 runs of a2c and task1 first.
-CAMPAIGN_RUNS = tuple((algo, seed) for seed in REPORT_SEEDS for algo in ALGOS)
 CAMPAIGN_LOCK = "campaign.json"
 TRAIN_LOG = "train.log"
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
 PR_SET_PDEATHSIG = 1
-RUN_FIELDS = ("algo", "seed")  # set per run by the campaign
+RUN_FIELDS = ("algo", "variant", "seed")  # set per run by the campaign
+
+
+class CampaignRun(NamedTuple):
+    """One run a campaign trains: an algorithm, its variant ("" for none) and a seed."""
+
+    algo: str
+    variant: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return format_run_name(self.algo, self.seed, self.variant)
+
+    def train_args(self) -> list[str]:
+        """The ``train`` options that name this run."""
+        return ["--algo", self.algo, "--seed", str(self.seed), *(["--variant", self.variant] if self.variant else [])]
+
+
+def campaign_runs(arms: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[CampaignRun]:
+    """The runs of every arm (``task1``, ``task1-pg1``: ``config.ARMS``) with every seed, seed by seed, so that
+    the runs finished at any time cover the arms evenly."""
+    if len(set(seeds)) != len(seeds) or len(set(arms)) != len(arms):
+        raise RLHelpersError(f"each arm and seed once, got arms {' '.join(arms)} and seeds {' '.join(map(str, seeds))}")
+    return [CampaignRun(*parse_arm(arm), seed) for seed in seeds for arm in arms]
 
 
 def default_parallel() -> int:
@@ -123,7 +145,7 @@ def _fmt_duration(seconds: float | None) -> str:
 def status_table(runs_dir: str | Path) -> str:
     """One line per report run, then per other run present (variants): steps, last evaluation
     (mean ± s.e.), best, steps/s, ETA, state."""
-    names = [format_run_name(algo, seed) for algo, seed in CAMPAIGN_RUNS]
+    names = [run.name for run in campaign_runs()]
     names += [path.name for path in run_dirs(runs_dir) if path.name not in names]
     width = max(15, *map(len, names))
     header = f"{'run':<{width}} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"
@@ -146,10 +168,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def _start_run(algo: str, seed: int, run_path: Path, runs_dir: Path, train_args: list[str]) -> subprocess.Popen:
+def _start_run(run: CampaignRun, runs_dir: Path, train_args: list[str]) -> subprocess.Popen:
+    run_path = runs_dir / run.name
     run_path.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "rlhelpers", "train", "--algo", algo, "--seed", str(seed),
-               "--runs-dir", str(runs_dir), *train_args]
+    command = [sys.executable, "-m", "rlhelpers", "train", *run.train_args(), "--runs-dir", str(runs_dir), *train_args]
     with open(run_path / TRAIN_LOG, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} campaign: {' '.join(command)}\n".encode())
         log.flush()
@@ -169,20 +191,18 @@ def _reap_ended(running: dict[str, subprocess.Popen], runs_dir: Path, stopping: 
     return failed
 
 
-def pending_runs(config: TrainConfig, algos: tuple[str, ...] = ALGOS) -> list[tuple[str, int]]:
-    """The (algo, seed) of every report run of ``algos`` (named with ``config.variant``) that is neither finished
-    nor trained by a live process, saying why each other one is left alone."""
-    runs_dir = Path(config.runs_dir)
+def pending_runs(config: TrainConfig, runs: list[CampaignRun]) -> list[CampaignRun]:
+    """Those of ``runs`` that are neither finished nor trained by a live process, saying why each other one is
+    left alone."""
     pending = []
-    for algo, seed in [(algo, seed) for algo, seed in CAMPAIGN_RUNS if algo in algos]:
-        status = run_status(runs_dir / format_run_name(algo, seed, config.variant), config.total_timesteps,
-                            config.stop_return)
+    for run in runs:
+        status = run_status(Path(config.runs_dir) / run.name, config.total_timesteps, config.stop_return)
         if status.state == "running":
             tqdm.write(f"{status.run_name}: trained by another process, left alone")
         elif status.over:
             tqdm.write(f"{status.run_name}: {status.state}, skipped")
         else:
-            pending.append((algo, seed))
+            pending.append(run)
     return pending
 
 
@@ -214,11 +234,12 @@ def _campaign_bar(config: TrainConfig, names: list[str], show: bool) -> tqdm:
 
 
 def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0,
-                 algos: tuple[str, ...] = ALGOS, show_progress: bool = False) -> int:
-    """Train or resume every report run of ``algos`` that is not finished, ``parallel`` at a time.
+                 runs: list[CampaignRun] | None = None, show_progress: bool = False) -> int:
+    """Train or resume every one of ``runs`` (default: the report's six) that is not finished, ``parallel`` at
+    a time, in their order.
 
-    ``config`` holds the options every run shares (its algo and seed are ignored; its variant names the
-    runs); ``train_args`` are the same options as command-line arguments for the children. With
+    ``config`` holds the options every run shares (its algo, variant and seed are ignored); ``train_args`` are
+    the same options as command-line arguments for the children. With
     ``show_progress``, one bar counts the environment steps of all the runs and the runs finished.
     Returns 0 when every run ended without error, 1 otherwise.
     """
@@ -234,8 +255,9 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
               "`python -m rlhelpers status` shows its runs")
         return 0
     lock.acquire()  # a campaign of another host (a Colab VM before a reconnect) is waited for until it is stale
-    names = [format_run_name(algo, seed, config.variant) for algo, seed in CAMPAIGN_RUNS if algo in algos]
-    pending = pending_runs(config, algos)
+    runs = campaign_runs() if runs is None else runs
+    names = [run.name for run in runs]
+    pending = pending_runs(config, runs)
     running: dict[str, subprocess.Popen] = {}
     failed: list[str] = []
     try:
@@ -243,9 +265,9 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
             while (pending and not stop.requested) or running:
                 failed += _reap_ended(running, runs_dir, stop.requested)
                 while pending and not stop.requested and len(running) < parallel:
-                    algo, seed = pending.pop(0)
-                    name = format_run_name(algo, seed, config.variant)
-                    running[name] = _start_run(algo, seed, runs_dir / name, runs_dir, train_args)
+                    run = pending.pop(0)
+                    name = run.name
+                    running[name] = _start_run(run, runs_dir, train_args)
                     tqdm.write(f"{name}: started (pid {running[name].pid})")
                 if stop.requested:  # the children checkpoint and exit on SIGTERM
                     for process in running.values():
@@ -269,19 +291,22 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
 
 
 def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, parallel: int | None = None,
-                   show_progress: bool = False, slurm: dict[str, Any] | None = None) -> int:
-    """Train or resume every unfinished report run of ``algos`` (seeds 0 and 100) with the shared ``options``
-    (``TrainConfig`` fields; None leaves a field at its default): ``parallel`` at a time on this machine
-    (default: ``default_parallel()``), or with ``slurm`` (``cluster.submit_runs``' settings) as SLURM jobs.
+                   show_progress: bool = False, slurm: dict[str, Any] | None = None,
+                   seeds: tuple[int, ...] = REPORT_SEEDS) -> int:
+    """Train or resume every unfinished run of the arms ``algos`` (``task1``, or ``task1-pg1`` for a variant)
+    with ``seeds`` (default: the report's, 0 and 100), seed by seed, with the shared ``options`` (``TrainConfig``
+    fields; None leaves a field at its default): ``parallel`` at a time on this machine (default:
+    ``default_parallel()``), or with ``slurm`` (``cluster.submit_runs``' settings) as SLURM jobs.
 
-    The options are checked for every algorithm before anything starts: one error for a bad value, not
+    The options are checked for every run before anything starts: one error for a bad value, not
     six failed runs. Returns 0 when every run ended (or was submitted) without error, 1 otherwise.
     """
     options = {name: value for name, value in options.items() if value is not None and name not in RUN_FIELDS}
     if parallel is not None and parallel < 1:
         raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
-    for algo in algos:
-        config, device = resolve_config(TrainConfig(**options, algo=algo))
+    runs = campaign_runs(tuple(algos), tuple(seeds))
+    for run in runs:
+        config, device = resolve_config(TrainConfig(**options, algo=run.algo, variant=run.variant, seed=run.seed))
     if slurm is None:
         parallel = parallel if parallel is not None else default_parallel()
         if parallel > 1 and device.type == "cpu":
@@ -295,6 +320,6 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, para
         except ImportError as exc:
             raise RLHelpersError(f"submitting to SLURM needs submitit, which is not installed ({exc}): "
                                  'pip install -e ".[cluster]"') from exc
-        submit_runs(config, train_args, pending_runs(config, algos), parallel=parallel, **slurm)
+        submit_runs(config, train_args, pending_runs(config, runs), parallel=parallel, **slurm)
         return 0
-    return run_campaign(config, train_args, parallel, algos=algos, show_progress=show_progress)
+    return run_campaign(config, train_args, parallel, runs=runs, show_progress=show_progress)

@@ -14,8 +14,10 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.config import (
     ALGORITHMS,
     ALGOS,
+    ARMS,
     ATARI_DEFAULTS,
     CLASSIC_CONTROL_DEFAULTS,
+    REPORT_SEEDS,
     TrainConfig,
 )
 
@@ -85,12 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_options(train_parser)
     campaign_parser = commands.add_parser(
         "campaign", help="train or resume all six runs of the report, N at a time",
-        description="Train or resume every algorithm of the table (or --algos, with --variant if given) with "
-                    "seeds 0 and 100, each in its own process logging to <runs-dir>/<run>/train.log. Finished runs are "
-                    "skipped, runs trained by another live process are left alone. Ctrl-C or SIGTERM checkpoints and "
-                    "stops every run.")
-    campaign_parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS),
-                                 help="train only these algorithms' runs (default: all three)")
+        description="Train or resume the runs of every algorithm of the table (or of --algos) with seeds 0 and 100 "
+                    "(or --seeds), seed by seed, each in its own process logging to <runs-dir>/<run>/train.log. "
+                    "Finished runs are skipped, runs trained by another live process are left alone. Ctrl-C or "
+                    "SIGTERM checkpoints and stops every run.")
+    campaign_parser.add_argument("--algos", nargs="+", choices=ARMS, default=list(ALGOS), metavar="ALGO",
+                                 help="train only these algorithms' runs; <algo>-<variant> names a variant's runs "
+                                      f"({', '.join(ARMS)}; default: {' '.join(ALGOS)})")
+    campaign_parser.add_argument("--seeds", nargs="+", type=whole_number, default=list(REPORT_SEEDS), metavar="SEED",
+                                 help=f"train these seeds of each (default: the report's, "
+                                      f"{' '.join(map(str, REPORT_SEEDS))})")
     campaign_parser.add_argument("--parallel", type=whole_number, default=None,
                                  help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
     slurm = campaign_parser.add_argument_group("a cluster (docs/cluster.md; needs the cluster extra: submitit)")
@@ -104,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("--cpus-per-job", type=whole_number, default=2, help="CPUs per job (default: 2)")
     slurm.add_argument("--max-requeues", type=whole_number, default=30,
                        help="times a job is requeued at its time limit (default: 30)")
-    _add_config_options(campaign_parser, skip=("algo", "seed"), overrides={
+    _add_config_options(campaign_parser, skip=("algo", "variant", "seed"), overrides={
         "torch_threads": "1 when several runs share a CPU, else torch's default"})
     commands.add_parser("status", parents=[reads_runs], help="one line per run: steps, evaluations, speed, state",
                         description="Print the state of the report's six runs, and of any other run present "
@@ -217,7 +223,7 @@ def _campaign(args: argparse.Namespace) -> int:
     options = {name: value for name, value in vars(args).items() if name in fields}  # only the options given
     try:
         return train_campaign(options, tuple(args.algos), args.parallel, show_progress=sys.stderr.isatty(),
-                              slurm=cluster if args.cluster else None)
+                              slurm=cluster if args.cluster else None, seeds=tuple(args.seeds))
     except KeyboardInterrupt:  # the runs checkpointed and stopped
         return 130
 

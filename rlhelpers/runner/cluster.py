@@ -20,25 +20,25 @@ from typing import Any
 import submitit
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.campaign import TRAIN_LOG, _start_run
-from rlhelpers.runner.config import TrainConfig, format_run_name
+from rlhelpers.runner.campaign import TRAIN_LOG, CampaignRun, _start_run
+from rlhelpers.runner.config import TrainConfig
 
 SLURM_FOLDER = "slurm"  # submitit's job files and logs, in the runs directory
 
 
 class TrainJob(submitit.helpers.Checkpointable):
-    """One run's training as a SLURM job: ``python -m rlhelpers train`` for (algo, seed) with ``train_args``."""
+    """One run's training as a SLURM job: ``python -m rlhelpers train`` for ``run`` with ``train_args``."""
 
-    def __init__(self, algo: str, seed: int, runs_dir: str, variant: str, train_args: list[str]) -> None:
-        self.algo, self.seed, self.runs_dir, self.variant, self.train_args = algo, seed, runs_dir, variant, train_args
+    def __init__(self, run: CampaignRun, runs_dir: str, train_args: list[str]) -> None:
+        self.run, self.runs_dir, self.train_args = run, runs_dir, train_args
         self.process: subprocess.Popen | None = None
 
     @property
     def run_path(self) -> Path:
-        return Path(self.runs_dir) / format_run_name(self.algo, self.seed, self.variant)
+        return Path(self.runs_dir) / self.run.name
 
     def __call__(self) -> int:
-        self.process = _start_run(self.algo, self.seed, self.run_path, Path(self.runs_dir), self.train_args)
+        self.process = _start_run(self.run, Path(self.runs_dir), self.train_args)
         # Polled, not wait()ed: ``checkpoint`` runs in a signal handler and must be able to wait for the process
         # itself (a wait() interrupted there would still hold the process's lock).
         try:
@@ -60,13 +60,13 @@ class TrainJob(submitit.helpers.Checkpointable):
         """Time limit or preemption: stop the training, then requeue a fresh job."""
         self._stop_run()
         return submitit.helpers.DelayedSubmission(
-            TrainJob(self.algo, self.seed, self.runs_dir, self.variant, self.train_args))
+            TrainJob(self.run, self.runs_dir, self.train_args))
 
 
-def submit_runs(config: TrainConfig, train_args: list[str], runs: list[tuple[str, int]], partition: str | None = None,
+def submit_runs(config: TrainConfig, train_args: list[str], runs: list[CampaignRun], partition: str | None = None,
                 time_min: int = 240, gpus: int = 0, cpus: int = 2, parallel: int | None = None,
                 max_requeues: int = 30, cluster: str | None = "slurm") -> list[submitit.Job]:
-    """Submit each (algo, seed) of ``runs`` as one job of a SLURM job array and return the jobs.
+    """Submit each of ``runs`` as one job of a SLURM job array and return the jobs.
 
     ``partition``, ``time_min`` (minutes per job), ``gpus`` and ``cpus`` per job are SLURM's settings;
     ``parallel`` caps the jobs running at once; a job is requeued at most ``max_requeues`` times at its time
@@ -86,10 +86,9 @@ def submit_runs(config: TrainConfig, train_args: list[str], runs: list[tuple[str
     executor.update_parameters(name="rlhelpers", timeout_min=time_min, gpus_per_node=gpus or None, cpus_per_task=cpus,
                                slurm_partition=partition, slurm_array_parallelism=parallel)
     with executor.batch():
-        jobs = [executor.submit(TrainJob(algo, seed, str(runs_dir), config.variant, train_args))
-                for algo, seed in runs]
-    for (algo, seed), job in zip(runs, jobs, strict=True):
-        print(f"{format_run_name(algo, seed, config.variant)}: submitted as job {job.job_id}")
+        jobs = [executor.submit(TrainJob(run, str(runs_dir), train_args)) for run in runs]
+    for run, job in zip(runs, jobs, strict=True):
+        print(f"{run.name}: submitted as job {job.job_id}")
     print(f"submitit's files: {runs_dir / SLURM_FOLDER}; `python -m rlhelpers status --runs-dir {runs_dir}` "
           "shows the runs")
     return jobs

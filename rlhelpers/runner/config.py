@@ -46,6 +46,21 @@ def format_run_name(algo: str, seed: int, variant: str = "") -> str:
     return f"{algo}{'-' + variant if variant else ''}{RUN_NAME_SEPARATOR}{seed}"
 
 
+def _changes_algo(variant: str, algo: str) -> bool:
+    return any(ALGORITHMS[algo].defaults.get(name) != value for name, value in VARIANTS[variant].items())
+
+
+# What a campaign can train: every algorithm, and every algorithm with a variant that changes it (task1-pg1).
+ARMS = ALGOS + tuple(f"{algo}-{variant}" for variant in VARIANTS for algo in ALGOS if _changes_algo(variant, algo))
+
+
+def parse_arm(arm: str) -> tuple[str, str]:
+    """``(algo, variant)`` of an arm of ``ARMS``: ``task1`` is ``("task1", "")``, ``task1-pg1`` ``("task1", "pg1")``."""
+    check_choice("arm", arm, ARMS)
+    algo, _, variant = arm.partition("-")
+    return algo, variant
+
+
 def expected_runs(algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[str]:
     """Run names the report is made of: every algo with every seed."""
     return [format_run_name(algo, seed) for algo in algos for seed in seeds]
@@ -191,7 +206,7 @@ def validate(config: TrainConfig) -> TrainConfig:
                         if getattr(config, name) != changes[name]]
         if contradicted:
             raise RLHelpersError(f"variant {config.variant} means {'; '.join(contradicted)}")
-        if all(ALGORITHMS[config.algo].defaults.get(name) == value for name, value in changes.items()):
+        if not _changes_algo(config.variant, config.algo):
             raise RLHelpersError(f"variant {config.variant} changes nothing for {config.algo}: train it without one")
     check_supported(config.env_id)
     for name in ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes", "n_eval_envs",
