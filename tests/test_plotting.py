@@ -196,3 +196,21 @@ def test_a_variant_run_has_a_curve_of_its_own_drawn_only_when_asked_for(tmp_path
     ablation = plot_diagnostics(tmp_path, labels=("task1", "task1-pg1")).axes[0].lines
     assert [line.get_label() for line in ablation] == ["task1-pg1_seed-0", "task1_seed-0"]
     assert ablation[0].get_color() != ablation[1].get_color()
+
+
+def test_runs_of_other_seeds_stay_out_of_the_report_plot_and_table(tmp_path) -> None:
+    """The five-seed runs (seeds 200, 300, 400) live beside the report's in runs/: the prescribed plot, the
+    results table and the claims measure seeds 0 and 100 only."""
+    from rlhelpers.report.claims import measure
+    from rlhelpers.report.results import evaluated_runs
+
+    for rec in (record("a2c", 0, points([-20.0, 5.0])), record("a2c", 100, points([-20.0, 7.0])),
+                record("a2c", 200, points([-20.0, -20.0]))):
+        run = tmp_path / rec["run_name"]
+        run.mkdir()
+        (run / "eval_history.json").write_text(json.dumps(rec))
+    fig, _ = plot_comparison(tmp_path)
+    assert [line.get_label() for line in fig.axes[0].lines if not line.get_label().startswith("_")] == [
+        "a2c (seeds 0, 100)"]
+    assert [r.name for r in evaluated_runs(tmp_path)] == ["a2c_seed-0", "a2c_seed-100"]
+    assert "last/a2c_seed-200" not in measure(tmp_path, None)

@@ -146,7 +146,7 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float = 18.0) -> dict[str, Any]:
-    """Every measurement the claims can name, by key, from the runs in ``runs_dir`` and the gradient
+    """Every measurement the claims can name, by key, from the report-seed runs in ``runs_dir`` and the gradient
     ``analysis``:
 
     - ``pass/<run>``: the first evaluation step above ``target``; ``last/<run>``: the last evaluation's mean return;
@@ -168,7 +168,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
     nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
     """
-    records = {r.name: r for r in read_runs(runs_dir)}
+    records = {r.name: r for r in read_runs(runs_dir, REPORT_SEEDS)}
     found: dict[str, Any] = {}
     for name, record in records.items():
         if record.evaluations:

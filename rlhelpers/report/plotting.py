@@ -83,13 +83,14 @@ def held_returns(record: RunRecord, steps: Iterable[int]) -> dict[int, tuple[flo
 def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
                     labels: Sequence[str] = ALGOS) -> tuple[Figure, list[str]]:
     """One axes, one curve per label (an algorithm, or ``<algo>-<variant>``: mean over seeds and episodes,
-    +/- 1 standard-error band) and a thin line per seed; seeds that stopped early are held and marked.
+    +/- 1 standard-error band) and a thin line per seed, of the report's seeds only (``REPORT_SEEDS``: runs of
+    other seeds, like the five-seed runs, are left out); seeds that stopped early are held and marked.
     ``labels`` are the curves drawn, in order: by default the algorithms of the table, the report's
     comparison, which leaves variant runs out; ``("a2c", "task1", "task1-pg1")`` draws an ablation.
     Returns the figure and the runs of those labels with the report's seeds that are missing. Saves it to
     ``out`` (.png, .pdf or .svg) when given. Runs of several environments in one directory are refused:
     their returns cannot be averaged into one curve."""
-    records = read_runs(runs_dir)
+    records = read_runs(runs_dir, REPORT_SEEDS)
     envs = sorted({r.config.get("env_id", "unknown") for r in records})
     if len(envs) > 1:
         raise RLHelpersError(f"{runs_dir} holds runs of several environments ({', '.join(envs)}); "
@@ -163,12 +164,12 @@ EXPLAINED_VARIANCE_FLOOR = -1.0
 
 
 def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels: Sequence[str] = ALGOS) -> Figure:
-    """Training diagnostics from the metrics.jsonl of every run of ``labels`` (as in ``plot_comparison``):
+    """Training diagnostics from the metrics.jsonl of every report-seed run of ``labels`` (as in ``plot_comparison``):
     entropy, explained variance, training-episode return and gradient norm against environment steps; one
     colour per label, one line style per seed (the styles of ``plot_comparison``'s curves)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
     colors = {label: f"C{i}" for i, label in enumerate(labels)}
-    for record in read_runs(runs_dir):
+    for record in read_runs(runs_dir, REPORT_SEEDS):
         if record.label not in colors:
             continue
         metrics = record.metrics()

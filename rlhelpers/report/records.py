@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,9 +137,11 @@ def read_run(path: str | os.PathLike) -> RunRecord | None:
     return None if data is None else RunRecord.from_dict(data, path)
 
 
-def read_runs(runs_dir: str | os.PathLike) -> list[RunRecord]:
-    """The records of every run directory under ``runs_dir`` (``run_dirs``), in name order."""
-    return [read_run(path) for path in run_dirs(runs_dir)]
+def read_runs(runs_dir: str | os.PathLike, seeds: Collection[int] | None = None) -> list[RunRecord]:
+    """The records of every run directory under ``runs_dir`` (``run_dirs``), in name order; with ``seeds``,
+    only the runs of those seeds (the report's prescribed parts use its own two)."""
+    records = [read_run(path) for path in run_dirs(runs_dir)]
+    return records if seeds is None else [record for record in records if record.seed in seeds]
 
 
 def history_divergence(first: RunRecord, second: RunRecord) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, markdown_table, pair_divergences
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
 from rlhelpers.report.records import RunRecord, read_runs
-from rlhelpers.runner.config import ALGOS, TrainConfig, expected_runs, validate
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, expected_runs, validate
 
 REPORT_ONLY = "none"
 ALL_RUNS = "all"
@@ -103,9 +103,9 @@ def _run_order(name: str) -> tuple[int, str]:
 
 
 def evaluated_runs(runs_dir: str | Path) -> list[RunRecord]:
-    """The record of every run under ``runs_dir`` with at least one evaluation: the rows of the report's
-    tables, in report order."""
-    return sorted((r for r in read_runs(runs_dir) if r.evaluations), key=lambda r: _run_order(r.name))
+    """The record of every run of the report's seeds under ``runs_dir`` with at least one evaluation: the rows
+    of the report's tables, in report order."""
+    return sorted((r for r in read_runs(runs_dir, REPORT_SEEDS) if r.evaluations), key=lambda r: _run_order(r.name))
 
 
 def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_entity: str | None = None) -> str:
