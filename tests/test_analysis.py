@@ -27,8 +27,9 @@ from rlhelpers.report.analysis import (
     stage_steps,
     task_gradient_agreement,
 )
-from rlhelpers.report.records import history_divergence, read_runs
+from rlhelpers.report.claims import history_divergence
 from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.records import read_runs
 from rlhelpers.runner.run import train
 
 

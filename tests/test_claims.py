@@ -12,7 +12,7 @@ import pytest
 
 from rlhelpers.report import claims
 from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown
-from rlhelpers.report.records import RunRecord
+from rlhelpers.runner.records import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"

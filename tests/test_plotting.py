@@ -16,8 +16,8 @@ from rlhelpers.report.plotting import (
     plot_comparison,
     plot_diagnostics,
 )
-from rlhelpers.report.records import RunRecord
 from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
+from rlhelpers.runner.records import RunRecord
 
 
 def record(algo: str, seed: int, history: list[dict], variant: str = "") -> dict:

@@ -20,9 +20,10 @@ import pytest
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report import results as report
-from rlhelpers.report.records import RunRecord, history_divergence
+from rlhelpers.report.claims import history_divergence
 from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV
 from rlhelpers.runner.config import expected_runs
+from rlhelpers.runner.records import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"

@@ -16,11 +16,11 @@ import torch
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.networks import build_model
-from rlhelpers.report.records import read_run
 from rlhelpers.runner.checkpoint import SNAPSHOT_DIR, RunDirectory
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog, read_metrics
 from rlhelpers.runner.provenance import git_commit
+from rlhelpers.runner.records import read_run
 from rlhelpers.runner.run import train
 from rlhelpers.runner.runlock import LOCK_FILE
 

@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from rlhelpers.report.records import RunRecord
 from rlhelpers.report.seeds import difference, seed_score
+from rlhelpers.runner.records import RunRecord
 
 
 def run(means: list[float], every: int = 100, stop: float = 18.0) -> RunRecord:

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from rlhelpers.core.evaluation import mean_and_sem
 from rlhelpers.report.plotting import algo_curve, held_returns
-from rlhelpers.report.records import RunRecord, history_divergence, read_runs
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
+from rlhelpers.runner.records import RunRecord, read_runs
 
 # The report's pairs: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of one algorithm.
 TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
@@ -92,8 +93,27 @@ def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
     return found
 
 
+def history_divergence(first: RunRecord, second: RunRecord) -> dict[str, Any]:
+    """Where two runs' evaluation histories part: the last step up to which every common evaluation holds
+    identical returns, and at each later common step the absolute gap between the two mean returns and
+    the standard error of that gap, sqrt(se_1^2 + se_2^2)."""
+    a, b = first.returns_at, second.returns_at
+    common = sorted(set(a) & set(b))
+    last_identical = None
+    for step in common:
+        if a[step] != b[step]:
+            break
+        last_identical = step
+    gap, gap_sem = {}, {}
+    for step in (s for s in common if last_identical is None or s > last_identical):
+        (mean_a, sem_a), (mean_b, sem_b) = mean_and_sem(a[step]), mean_and_sem(b[step])
+        gap[step], gap_sem[step] = abs(mean_a - mean_b), math.hypot(sem_a, sem_b)
+    return {"last_identical_step": last_identical, "identical_steps": sum(a[s] == b[s] for s in common),
+            "common_steps": len(common), "mean_gap": gap, "gap_sem": gap_sem}
+
+
 def pair_divergences(records: dict[str, RunRecord], pairs: Iterable[tuple[str, ...]]) -> dict[str, dict[str, Any]]:
-    """``records.history_divergence`` of each of ``pairs`` whose two runs are both present, by ``<a> vs <b>``."""
+    """``history_divergence`` of each of ``pairs`` whose two runs are both present, by ``<a> vs <b>``."""
     return {f"{a} vs {b}": history_divergence(records[a], records[b]) for a, b in pairs
             if a in records and b in records}
 

@@ -25,9 +25,9 @@ from rlhelpers.core.envs import make_vec_env
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluate_policy, mean_and_sem
 from rlhelpers.core.networks import ActorCritic, sample_actions
-from rlhelpers.report.records import RunRecord, read_run
 from rlhelpers.runner.checkpoint import RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.records import RunRecord, read_run
 
 POLICY_FILE = "policy.pt"
 RESCORE_FILE = "policy_rescore.json"

@@ -17,8 +17,8 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullForma
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import mean_and_sem
-from rlhelpers.report.records import RunRecord, read_runs
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, parse_run_name
+from rlhelpers.runner.records import RunRecord, read_runs
 
 # Two curves can coincide (the all-action actors' gradients are equal in exact arithmetic): distinct styles
 # keep both visible.

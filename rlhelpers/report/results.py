@@ -18,8 +18,8 @@ import numpy as np
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, markdown_table, pair_divergences
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
-from rlhelpers.report.records import RunRecord, read_runs
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, expected_runs, validate
+from rlhelpers.runner.records import RunRecord, read_runs
 
 REPORT_ONLY = "none"
 ALL_RUNS = "all"

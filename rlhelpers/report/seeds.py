@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlhelpers.report.plotting import held_returns
-from rlhelpers.report.records import RunRecord
+from rlhelpers.runner.records import RunRecord
 
 SCORE_UNTIL = 7_200_000  # the last step every run of the report reaches (a2c_seed-0 stopped there)
 RESAMPLES = 10_000

@@ -29,8 +29,8 @@ import torch
 from tqdm import tqdm
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.report.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name, parse_arm, resolve_config
+from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
 

@@ -251,8 +251,8 @@ def _publish(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from rlhelpers.report.plotting import COMPARISON_PNG, figures_dir, plot_comparison
-    from rlhelpers.report.records import run_dirs
     from rlhelpers.runner.checkpoint import HISTORY_FILE
+    from rlhelpers.runner.records import run_dirs
 
     out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):

@@ -22,11 +22,11 @@ from tqdm import tqdm
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics, mean_return
 from rlhelpers.core.trainer import Trainer
-from rlhelpers.report.records import RunRecord
 from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import TrainConfig, config_differences, resolve_config
 from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
 from rlhelpers.runner.provenance import session_provenance
+from rlhelpers.runner.records import RunRecord
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
 from rlhelpers.runner.tracking import Tracker, new_run_id

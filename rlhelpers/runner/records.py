@@ -8,7 +8,6 @@ immutable, typed, and tolerant of runs saved by older versions (no variant, no t
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -142,22 +141,3 @@ def read_runs(runs_dir: str | os.PathLike, seeds: Collection[int] | None = None)
     only the runs of those seeds (the report's prescribed parts use its own two)."""
     records = [read_run(path) for path in run_dirs(runs_dir)]
     return records if seeds is None else [record for record in records if record.seed in seeds]
-
-
-def history_divergence(first: RunRecord, second: RunRecord) -> dict[str, Any]:
-    """Where two runs' evaluation histories part: the last step up to which every common evaluation holds
-    identical returns, and at each later common step the absolute gap between the two mean returns and
-    the standard error of that gap, sqrt(se_1^2 + se_2^2)."""
-    a, b = first.returns_at, second.returns_at
-    common = sorted(set(a) & set(b))
-    last_identical = None
-    for step in common:
-        if a[step] != b[step]:
-            break
-        last_identical = step
-    gap, gap_sem = {}, {}
-    for step in (s for s in common if last_identical is None or s > last_identical):
-        (mean_a, sem_a), (mean_b, sem_b) = mean_and_sem(a[step]), mean_and_sem(b[step])
-        gap[step], gap_sem[step] = abs(mean_a - mean_b), math.hypot(sem_a, sem_b)
-    return {"last_identical_step": last_identical, "identical_steps": sum(a[s] == b[s] for s in common),
-            "common_steps": len(common), "mean_gap": gap, "gap_sem": gap_sem}
