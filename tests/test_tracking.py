@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import TrainConfig, has_wandb_key, resolve_config, resolve_wandb_mode, wandb_host
+from rlhelpers.runner.config import TrainConfig, resolve_config
 from rlhelpers.runner.metrics_log import MetricsLog
-from rlhelpers.runner.tracking import Tracker
+from rlhelpers.runner.tracking import Tracker, has_wandb_key, resolve_wandb_mode, wandb_host
 
 
 @pytest.fixture
@@ -69,6 +69,6 @@ def test_training_without_a_key_says_so_and_logs_offline(no_key: Path, tmp_path:
     finally:
         tracker.finish()
     err = capsys.readouterr().err
-    assert "W&B: no API key found, so nothing is uploaded; the run's metrics.jsonl keeps every record" in err
+    assert "W&B: OFFLINE (no API key found). Nothing is uploaded to W&B now." in err
     assert "`python -m rlhelpers publish --runs-dir '" in err and "my runs'`" in err
     assert '"global_step": 10' in (tmp_path / "metrics.jsonl").read_text()

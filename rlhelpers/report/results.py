@@ -20,6 +20,7 @@ from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, markdown_table, pair
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, expected_runs, validate
 from rlhelpers.runner.records import RunRecord, read_runs
+from rlhelpers.runner.tracking import project_link, run_url  # noqa: F401  (project_link: the notebook's)
 
 REPORT_ONLY = "none"
 ALL_RUNS = "all"
@@ -82,18 +83,6 @@ def target_return(env_id: str, stop_return: float | None) -> float:
     return float(validate(TrainConfig(env_id=env_id)).stop_return)
 
 
-def wandb_run_url(entity: str | None, project: str, run_id: str) -> str | None:
-    """Web address of a W&B run (None when the entity is unknown)."""
-    return f"https://wandb.ai/{entity}/{project}/runs/{run_id}" if entity else None
-
-
-def project_link(entity: str | None, project: str) -> str:
-    """Markdown line linking the W&B project, or saying how to get a link."""
-    if entity:
-        return f"W&B project: [{entity}/{project}](https://wandb.ai/{entity}/{project})"
-    return f"W&B project `{project}`: set `wandb_entity` to link it and each run's id above."
-
-
 MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
 
 
@@ -118,7 +107,7 @@ def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_en
     for r in records:
         last, best, seconds = r.last, r.best, r.last.train_seconds
         run_id = r.wandb_run_id or ""
-        url = wandb_run_url(r.config.get("wandb_entity") or wandb_entity, r.config.get("wandb_project", ""), run_id)
+        url = run_url(r.config.get("wandb_entity") or wandb_entity, r.config.get("wandb_project", ""), run_id)
         table.append([r.name, r.config.get("env_id", "?"), f"{last.step:,}",
                       f"{seconds / 3600:.1f}" if seconds is not None else "not recorded",
                       f"{last.mean:.2f} ± {last.sem:.2f} ({len(last.returns)})",

@@ -12,12 +12,10 @@ import sys
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.plotting import COMMITTED_RUNS
-from rlhelpers.runner.config import has_wandb_key, resolve_wandb_mode
-from rlhelpers.runner.tracking import publish_command
+from rlhelpers.runner.tracking import WANDB_KEY, resolve_wandb_mode, upload_notice
 
 COLAB_DRIVE = "/content/drive"
 COLAB_RUNS_DIR = f"{COLAB_DRIVE}/MyDrive/rlhelpers/runs"
-WANDB_SECRET = "WANDB_API_KEY"
 
 
 def on_colab() -> bool:
@@ -83,22 +81,6 @@ def flush_drive(runs_dir: str) -> None:
     print(f"Google Drive flushed and unmounted: {runs_dir} is complete on Drive. Run all again to mount it again.")
 
 
-def upload_notice(mode: str, runs_dir: str) -> str:
-    """What the set-up cell says when W&B does not upload (``mode`` offline or disabled): that nothing is
-    uploaded, where the records are kept, and how to publish them later."""
-    where = f"{runs_dir}/<run>/metrics.jsonl and eval_history.json"
-    if _on_drive(runs_dir):
-        where += ", on Google Drive, so they survive a disconnect (W&B's own ./wandb folder does not)"
-    if on_colab():
-        later = (f"add the Colab secret {WANDB_SECRET} (key icon, Notebook access on), rerun the set-up cells, "
-                 f"then run `!{publish_command(runs_dir)}` in a new cell")
-    else:
-        later = f"run `wandb login` (or set {WANDB_SECRET}), then `{publish_command(runs_dir)}`"
-    reason = "" if has_wandb_key() else " (no API key found)"
-    return (f"W&B: {mode.upper()}{reason}. Nothing is uploaded to W&B now. Every metric and evaluation is kept "
-            f"with its run, in {where}. To publish the runs later: {later}.")
-
-
 def setup_wandb(mode: str | None, runs_dir: str = "runs") -> str:
     """Choose the W&B mode and say which one is used.
 
@@ -107,10 +89,10 @@ def setup_wandb(mode: str | None, runs_dir: str = "runs") -> str:
     without a key is refused with an ``RLHelpersError`` instead of W&B's prompt. Without uploads the
     message says how to publish the runs of ``runs_dir`` later.
     """
-    if on_colab() and not os.environ.get(WANDB_SECRET):
-        key = _colab_secret(WANDB_SECRET)
+    if on_colab() and not os.environ.get(WANDB_KEY):
+        key = _colab_secret(WANDB_KEY)
         if key:
-            os.environ[WANDB_SECRET] = key
+            os.environ[WANDB_KEY] = key
     resolved = resolve_wandb_mode(mode)
-    print("W&B: online" if resolved == "online" else upload_notice(resolved, runs_dir))
+    print("W&B: online" if resolved == "online" else upload_notice(resolved, runs_dir, on_colab(), _on_drive(runs_dir)))
     return resolved

@@ -9,17 +9,13 @@ and settles the device and the W&B mode (online with an API key, else offline).
 
 from __future__ import annotations
 
-import configparser
 import dataclasses
-import netrc
 import os
 import re
 import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import torch
 
@@ -27,6 +23,7 @@ from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, resolve_device
 from rlhelpers.core.envs import ATARI_ENTRY_POINT, check_supported, env_spec
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.runner.tracking import resolve_wandb_mode
 
 ALGOS = tuple(ALGORITHMS)  # the report compares every algorithm of the table
 REPORT_SEEDS = (0, 100)  # the report's two seeds of every algorithm
@@ -249,44 +246,6 @@ def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[st
     if saved.get("precision", "fp32") != "fp32":  # earlier versions could train the encoder in bfloat16
         differences.append(f"precision: saved {saved['precision']!r}, while this version trains in fp32 only")
     return differences
-
-
-def wandb_host() -> str:
-    """The W&B server's host: that of ``WANDB_BASE_URL``, else of the ``base_url`` that ``wandb login --host``
-    saved in wandb's settings file (in ``WANDB_CONFIG_DIR``, default ~/.config/wandb), else api.wandb.ai."""
-    url = os.environ.get("WANDB_BASE_URL")
-    if not url:
-        settings = configparser.ConfigParser()
-        settings.read(Path(os.environ.get("WANDB_CONFIG_DIR") or "~/.config/wandb").expanduser() / "settings")
-        url = settings.get("default", "base_url", fallback="https://api.wandb.ai")
-    return urlsplit(url).netloc
-
-
-def has_wandb_key() -> bool:
-    """True if an API key is available: ``WANDB_API_KEY``, or a ``wandb login`` entry for ``wandb_host()`` in
-    the netrc file that wandb reads (``NETRC``, default ~/.netrc)."""
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    try:
-        entry = netrc.netrc(os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")).authenticators(wandb_host())
-    except (OSError, netrc.NetrcParseError):
-        return False
-    return bool(entry and entry[2])  # (login, account, password): the password is the key
-
-
-# How to make a W&B API key available, for the errors of what needs one.
-ADD_WANDB_KEY = ("set WANDB_API_KEY or run `wandb login` (on Colab, add the secret WANDB_API_KEY and rerun the "
-                 "set-up cells)")
-
-
-def resolve_wandb_mode(mode: str | None) -> str:
-    """The requested mode, or ``online`` when a key is available and ``offline`` otherwise. An explicit
-    ``online`` without a key raises ``RLHelpersError`` (W&B would prompt for one, or fail without a terminal)."""
-    if mode is None:
-        return "online" if has_wandb_key() else "offline"
-    if mode == "online" and not has_wandb_key():
-        raise RLHelpersError(f"wandb_mode 'online' needs an API key: {ADD_WANDB_KEY}, or use wandb_mode 'offline'")
-    return mode
 
 
 def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:

@@ -3,21 +3,69 @@
 Metrics are logged with ``global_step`` as their x axis (``define_metric``), never through
 ``wandb.log(step=...)``: after a resume from an older checkpoint the environment step goes back a
 little, which W&B's own step counter would silently drop, while a ``global_step`` value is kept.
-Training (``Tracker``) and ``publish`` open runs the same way, through ``init_run``.
+Training (``Tracker``) and ``publish`` open runs the same way, through ``init_run``. This module is all of
+the package's W&B: whether a key is available, which mode a run uses, what is said when nothing is
+uploaded, and the runs' web addresses.
 """
 
 from __future__ import annotations
 
+import configparser
+import netrc
+import os
 import secrets
 import shlex
 import string
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-import wandb
-
-from rlhelpers.runner.config import TrainConfig, has_wandb_key
+from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.metrics_log import MetricsLog
+
+if TYPE_CHECKING:  # config imports this module for resolve_wandb_mode
+    from rlhelpers.runner.config import TrainConfig
+
+WANDB_KEY = "WANDB_API_KEY"  # the environment variable, and the name of the Colab secret
+
+
+def wandb_host() -> str:
+    """The W&B server's host: that of ``WANDB_BASE_URL``, else of the ``base_url`` that ``wandb login --host``
+    saved in wandb's settings file (in ``WANDB_CONFIG_DIR``, default ~/.config/wandb), else api.wandb.ai."""
+    url = os.environ.get("WANDB_BASE_URL")
+    if not url:
+        settings = configparser.ConfigParser()
+        settings.read(Path(os.environ.get("WANDB_CONFIG_DIR") or "~/.config/wandb").expanduser() / "settings")
+        url = settings.get("default", "base_url", fallback="https://api.wandb.ai")
+    return urlsplit(url).netloc
+
+
+def has_wandb_key() -> bool:
+    """True if an API key is available: ``WANDB_API_KEY``, or a ``wandb login`` entry for ``wandb_host()`` in
+    the netrc file that wandb reads (``NETRC``, default ~/.netrc)."""
+    if os.environ.get(WANDB_KEY):
+        return True
+    try:
+        entry = netrc.netrc(os.path.expanduser(os.environ.get("NETRC") or "~/.netrc")).authenticators(wandb_host())
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(entry and entry[2])  # (login, account, password): the password is the key
+
+
+# How to make a W&B API key available, for the errors of what needs one.
+ADD_WANDB_KEY = (f"set {WANDB_KEY} or run `wandb login` (on Colab, add the secret {WANDB_KEY} and rerun the "
+                 "set-up cells)")
+
+
+def resolve_wandb_mode(mode: str | None) -> str:
+    """The requested mode, or ``online`` when a key is available and ``offline`` otherwise. An explicit
+    ``online`` without a key raises ``RLHelpersError`` (W&B would prompt for one, or fail without a terminal)."""
+    if mode is None:
+        return "online" if has_wandb_key() else "offline"
+    if mode == "online" and not has_wandb_key():
+        raise RLHelpersError(f"wandb_mode 'online' needs an API key: {ADD_WANDB_KEY}, or use wandb_mode 'offline'")
+    return mode
 
 
 def new_run_id() -> str:
@@ -30,9 +78,40 @@ def publish_command(runs_dir: str) -> str:
     return f"python -m rlhelpers publish --runs-dir {shlex.quote(str(runs_dir))}"
 
 
+def upload_notice(mode: str, runs_dir: str, on_colab: bool = False, on_drive: bool = False) -> str:
+    """What is said when W&B does not upload (``mode`` offline or disabled): that nothing is uploaded, where
+    the records are kept, and how to publish them later (in a Colab notebook, ``on_colab``, with its secret;
+    ``on_drive``: the runs are on Google Drive)."""
+    where = f"{runs_dir}/<run>/metrics.jsonl and eval_history.json"
+    if on_drive:
+        where += ", on Google Drive, so they survive a disconnect (W&B's own ./wandb folder does not)"
+    if on_colab:
+        later = (f"add the Colab secret {WANDB_KEY} (key icon, Notebook access on), rerun the set-up cells, "
+                 f"then run `!{publish_command(runs_dir)}` in a new cell")
+    else:
+        later = f"run `wandb login` (or set {WANDB_KEY}), then `{publish_command(runs_dir)}`"
+    reason = "" if has_wandb_key() else " (no API key found)"
+    return (f"W&B: {mode.upper()}{reason}. Nothing is uploaded to W&B now. Every metric and evaluation is kept "
+            f"with its run, in {where}. To publish the runs later: {later}.")
+
+
+def run_url(entity: str | None, project: str, run_id: str) -> str | None:
+    """Web address of a W&B run (None when the entity is unknown)."""
+    return f"https://wandb.ai/{entity}/{project}/runs/{run_id}" if entity else None
+
+
+def project_link(entity: str | None, project: str) -> str:
+    """Markdown line linking the W&B project, or saying how to get a link."""
+    if entity:
+        return f"W&B project: [{entity}/{project}](https://wandb.ai/{entity}/{project})"
+    return f"W&B project `{project}`: set `wandb_entity` to link it and each run's id above."
+
+
 def init_run(project: str, entity: str | None, name: str, run_id: str, config: dict[str, Any],
              mode: str) -> Any:
     """Create or resume the W&B run ``run_id`` with ``global_step`` as the x axis of every metric."""
+    import wandb  # here, not at the top: the key and mode functions above serve every command, wandb loads slowly
+
     run = wandb.init(project=project, entity=entity, name=name, id=run_id, resume="allow", config=config,
                      mode=mode)
     run.define_metric("global_step")
@@ -47,8 +126,7 @@ class Tracker:
     def __init__(self, config: TrainConfig, run_id: str, metrics_log: MetricsLog) -> None:
         self.metrics_log = metrics_log
         if config.wandb_mode == "offline" and not has_wandb_key():
-            print("W&B: no API key found, so nothing is uploaded; the run's metrics.jsonl keeps every record. "
-                  f"Publish later, with a key: `{publish_command(config.runs_dir)}`", file=sys.stderr)
+            print(upload_notice(config.wandb_mode, config.runs_dir), file=sys.stderr)
         self.run = init_run(config.wandb_project, config.wandb_entity, config.run_name, run_id, config.to_dict(),
                             config.wandb_mode)
 
