@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.runner.campaign import CAMPAIGN_LOCK, TRAIN_LOG, campaign_runs, run_campaign, run_status, status_table
+from rlhelpers.runner.campaign import campaign_runs, run_campaign, run_status, status_table
 from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.cli import main
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
-from rlhelpers.runner.runlock import LOCK_FILE
+from rlhelpers.runner.files import CAMPAIGN_LOCK, LOCK_FILE, METRICS_FILE, TRAIN_LOG
+from rlhelpers.runner.metrics_log import read_metrics
 
 RUN_NAMES = [run.name for run in campaign_runs()]
 CARTPOLE = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500", "--n-eval-episodes", "2",

@@ -24,11 +24,11 @@ import pytest
 import torch
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, checkpoint_name, load_model
+from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runner.files import LOCK_FILE, METRICS_FILE, checkpoint_name
+from rlhelpers.runner.metrics_log import read_metrics
 from rlhelpers.runner.run import train
-from rlhelpers.runner.runlock import LOCK_FILE
 
 EVAL_INTERVAL = 200  # a multiple of the batch (4 envs x 5 steps), so evaluations land exactly on it
 RESUME_LINE = re.compile(r"Resuming \S+ from step ([\d,]+)")

@@ -24,8 +24,8 @@ from rlhelpers.report.playback import (
     record_video,
     save_rescore,
 )
-from rlhelpers.runner.checkpoint import SNAPSHOT_DIR, snapshot_name
 from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.files import SNAPSHOT_DIR, snapshot_name
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from rlhelpers.report.plotting import (
     plot_comparison,
     plot_diagnostics,
 )
-from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
+from rlhelpers.runner.files import METRICS_FILE
+from rlhelpers.runner.metrics_log import MetricsLog
 from rlhelpers.runner.records import RunRecord
 
 

@@ -19,12 +19,11 @@ from wandb_offline import history_rows, run_records
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner import publish
-from rlhelpers.runner.checkpoint import checkpoint_name
 from rlhelpers.runner.cli import main
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runner.files import LOCK_FILE, METRICS_FILE, checkpoint_name
+from rlhelpers.runner.metrics_log import read_metrics
 from rlhelpers.runner.run import train
-from rlhelpers.runner.runlock import LOCK_FILE
 from rlhelpers.runner.tracking import init_run
 
 EVAL_INTERVAL = 2_500  # training lines land every 10,000 steps (trainer's log interval), evaluations more often

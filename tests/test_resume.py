@@ -6,7 +6,8 @@ import torch
 
 from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runner.files import METRICS_FILE
+from rlhelpers.runner.metrics_log import read_metrics
 from rlhelpers.runner.run import train
 
 

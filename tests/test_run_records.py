@@ -16,13 +16,13 @@ import torch
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.networks import build_model
-from rlhelpers.runner.checkpoint import SNAPSHOT_DIR, RunDirectory
+from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog, read_metrics
+from rlhelpers.runner.files import LOCK_FILE, METRICS_FILE, SNAPSHOT_DIR
+from rlhelpers.runner.metrics_log import MetricsLog, read_metrics
 from rlhelpers.runner.provenance import git_commit
 from rlhelpers.runner.records import read_run
 from rlhelpers.runner.run import train
-from rlhelpers.runner.runlock import LOCK_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.runlock import LOCK_FILE, RunLock
+from rlhelpers.runner.files import LOCK_FILE
+from rlhelpers.runner.runlock import RunLock
 
 STALE_S = 1.5  # stands for the 300 s of a real run
 

@@ -37,6 +37,7 @@ from rlhelpers.core.networks import ActorCritic
 from rlhelpers.report.plotting import ANALYSIS_JSON, figures_dir
 from rlhelpers.runner.checkpoint import RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig, resolve_config
+from rlhelpers.runner.files import write_atomically
 
 
 @dataclass
@@ -392,5 +393,5 @@ def write_analysis(runs_dir: str | Path, out: str | Path | None = None, n_rollou
         previous = None
     results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress, previous=previous, **settings)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1))
+    write_atomically(out, json.dumps(results, indent=1).encode())
     return out, results

@@ -27,10 +27,9 @@ from rlhelpers.core.evaluation import evaluate_policy, mean_and_sem
 from rlhelpers.core.networks import ActorCritic, sample_actions
 from rlhelpers.runner.checkpoint import RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.files import POLICY_FILE, RESCORE_FILE, write_atomically
 from rlhelpers.runner.records import RunRecord, read_run
 
-POLICY_FILE = "policy.pt"
-RESCORE_FILE = "policy_rescore.json"
 MAX_POLICY_BYTES = 4 * 1024 * 1024
 MAX_VIDEO_BYTES = 2 * 1024 * 1024
 REPLAY_SEED_OFFSET = 2**30 + 2**29  # far above the report runs' training and evaluation seeds
@@ -47,7 +46,7 @@ def export_policy(run_dir: str | Path) -> Path:
                          for name, value in snapshot["model"].items()}
     snapshot["config"] = TrainConfig.from_dict(snapshot["config"]).to_dict()
     target = run.path / POLICY_FILE
-    torch.save(snapshot, target)
+    write_atomically(target, lambda f: torch.save(snapshot, f))
     if target.stat().st_size > MAX_POLICY_BYTES:
         raise RLHelpersError(f"{target} is {target.stat().st_size:,} bytes, over the {MAX_POLICY_BYTES:,} allowed")
     return target
@@ -113,7 +112,8 @@ def save_rescore(run_dir: str | Path, rescore: Rescore) -> Path | None:
     if saved is not None and saved.step == rescore.step and len(saved.returns) > len(rescore.returns):
         return None
     path = Path(run_dir) / RESCORE_FILE
-    path.write_text(json.dumps({**asdict(rescore), "consistent": rescore.consistent}, indent=1) + "\n")
+    record = {**asdict(rescore), "consistent": rescore.consistent}
+    write_atomically(path, (json.dumps(record, indent=1) + "\n").encode())
     return path
 
 

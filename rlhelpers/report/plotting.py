@@ -18,12 +18,12 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullForma
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import mean_and_sem
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, parse_run_name
+from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 from rlhelpers.runner.records import RunRecord, read_runs
 
 # Two curves can coincide (the all-action actors' gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
 LINE_STYLES = ("-", "--", ":", "-.")  # one per curve, in the order of the labels drawn
-COMMITTED_RUNS = "runs"
 # The report's files in a runs directory's figures_dir.
 COMPARISON_PNG = "comparison.png"
 DIAGNOSTICS_PNG = "diagnostics.png"
@@ -35,7 +35,7 @@ def figures_dir(runs_dir: str | Path) -> Path:
     """Where the report of ``runs_dir`` puts its figures, results JSON and video: ``figures/`` for the
     committed runs in ``runs/``, ``<runs_dir>/figures`` for any other runs directory, so that a report of
     your own runs neither overwrites the committed figures nor shows them beside your table."""
-    if Path(runs_dir).resolve() == Path(COMMITTED_RUNS).resolve():
+    if Path(runs_dir).resolve() == Path(DEFAULT_RUNS_DIR).resolve():
         return Path("figures")
     return Path(runs_dir) / "figures"
 

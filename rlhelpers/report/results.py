@@ -159,7 +159,8 @@ def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
 def agent_video_html(runs_dir: str | Path, records: list[RunRecord], gif: str | Path | None = None) -> str:
     """HTML embedding the GIF of the best run's committed policy (recorded first if only the policy exists);
     ``gif`` defaults to ``agent.gif`` in the runs' ``figures_dir``."""
-    from rlhelpers.report.playback import POLICY_FILE, record_video
+    from rlhelpers.report.playback import record_video
+    from rlhelpers.runner.files import POLICY_FILE
 
     gif = Path(gif) if gif is not None else figures_dir(runs_dir) / AGENT_GIF
     with_policy = [r for r in records if (Path(runs_dir) / r.name / POLICY_FILE).exists()]

@@ -30,12 +30,11 @@ from tqdm import tqdm
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name, parse_arm, resolve_config
+from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
 from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
 
-CAMPAIGN_LOCK = "campaign.json"
-TRAIN_LOG = "train.log"
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
 PR_SET_PDEATHSIG = 1
 RUN_FIELDS = ("algo", "variant", "seed")  # set per run by the campaign

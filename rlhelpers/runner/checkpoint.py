@@ -1,12 +1,5 @@
-"""Crash-safe storage of one run: step-numbered checkpoints and the plain-JSON evaluation history.
-
-Layout of ``<runs_dir>/<algo>_seed-<seed>/``::
-
-    checkpoint-000000300000.pt   full training state (torch.load(weights_only=True) loads it)
-    eval_history.json            config, provenance, W&B run id and evaluation history, for people and plots
-    metrics.jsonl                every metric sent to W&B (see ``metrics_log``)
-    snapshots/model-000001000000.pt   model weights only, every ``snapshot_interval`` steps, for the analysis
-    owner.json                   the single-writer lock (see ``runlock``)
+"""Crash-safe storage of one run: step-numbered checkpoints and the plain-JSON evaluation history, in the
+run directory that ``files`` lays out (a checkpoint loads with ``torch.load(weights_only=True)``).
 
 A checkpoint or snapshot is written and verified in a local staging directory, then copied into the
 run directory under a temporary name, fsynced and renamed; older checkpoints are pruned only after the
@@ -21,7 +14,6 @@ checkpoint or snapshot into the run directory pauses that many seconds halfway, 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
@@ -33,35 +25,27 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import torch
 
 from rlhelpers.core.errors import RLHelpersError, write_error
 from rlhelpers.core.networks import ActorCritic, build_model
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.metrics_log import METRICS_FILE
-from rlhelpers.runner.runlock import LOCK_FILE
+from rlhelpers.runner.files import (
+    CHECKPOINT_PATTERN,
+    HISTORY_FILE,
+    SNAPSHOT_DIR,
+    SNAPSHOT_PATTERN,
+    STALE_TMP_PATTERN,
+    TMP_SUFFIX,
+    checkpoint_name,
+    snapshot_name,
+    write_atomically,
+)
 
-CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
-HISTORY_FILE = "eval_history.json"
-SNAPSHOT_DIR = "snapshots"
-SNAPSHOT_PATTERN = re.compile(r"^model-(\d{12})\.pt$")
-# Temporary files of _write_durably (checkpoints, snapshots, history), MetricsLog and RunLock (owner.json.<pid>.tmp).
-STALE_TMP_PATTERN = re.compile(rf"^(checkpoint-\d{{12}}\.pt|model-\d{{12}}\.pt|{re.escape(HISTORY_FILE)}|"
-                               rf"{re.escape(METRICS_FILE)}|{re.escape(LOCK_FILE)}\.\d+)\.tmp$")
 TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_WRITE_DELAY_S"
 BROKEN_SUFFIX = ".broken"
-
-
-def checkpoint_name(step: int) -> str:
-    """File name of the checkpoint taken at environment step ``step``."""
-    return f"checkpoint-{step:012d}.pt"
-
-
-def snapshot_name(step: int) -> str:
-    """File name of the model snapshot taken at environment step ``step``."""
-    return f"model-{step:012d}.pt"
 
 
 def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
@@ -79,34 +63,6 @@ def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     model.load_state_dict({name: value.float() if value.is_floating_point() else value
                            for name, value in saved["model"].items()})
     return model, config, int(saved["step"])
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (a no-op where directories cannot be opened or fsynced)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_durably(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """Write through ``write(file)`` to ``path``.tmp, fsync, then rename onto ``path``.
-
-    On failure the temporary file is removed and ``path`` is left as it was.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 def _copy_file(src: Any, dst: Any) -> None:
@@ -214,7 +170,7 @@ class RunDirectory:
             torch.save(obj, local)
             verify(local)
             with open(local, "rb") as src:
-                _write_durably(target, lambda dst: _copy_file(src, dst))
+                write_atomically(target, lambda dst: _copy_file(src, dst))
         except (OSError, RuntimeError, RLHelpersError) as exc:
             # torch.save reports a full disk as a RuntimeError ("unexpected pos ...").
             raise write_error(f"{what} {target}", exc, note) from exc
@@ -245,7 +201,7 @@ class RunDirectory:
         for old in older[max(keep - 1, 0):]:
             # Renamed to .tmp first, so that a kill never leaves an empty file under a checkpoint's name,
             # only a .tmp file that remove_stale_files clears.
-            doomed = old.with_name(old.name + ".tmp")
+            doomed = old.with_name(old.name + TMP_SUFFIX)
             os.replace(old, doomed)
             _empty_and_unlink(doomed)
 
@@ -294,8 +250,7 @@ class RunDirectory:
 
     def write_history(self, record: dict[str, Any]) -> None:
         """Atomically replace eval_history.json with ``record``."""
-        text = json.dumps(record, indent=1).encode()
         try:
-            _write_durably(self.history_path, lambda f: f.write(text))
+            write_atomically(self.history_path, json.dumps(record, indent=1).encode())
         except OSError as exc:
             raise write_error(str(self.history_path), exc) from exc

@@ -20,6 +20,7 @@ from rlhelpers.runner.config import (
     REPORT_SEEDS,
     TrainConfig,
 )
+from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 
 ENV_DEFAULTS = {**ATARI_DEFAULTS, **CLASSIC_CONTROL_DEFAULTS}
 
@@ -80,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     # --runs-dir of the commands that read runs; train and campaign have it among the config's options.
     reads_runs = argparse.ArgumentParser(add_help=False)
-    reads_runs.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
+    reads_runs.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR,
+                            help=f"directory holding the run directories (default: {DEFAULT_RUNS_DIR})")
 
     train_parser = commands.add_parser("train", help="train or resume one run (algo, seed)",
                                        description="Train one run, or resume it from its newest checkpoint.")
@@ -169,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from rlhelpers.report.playback import RESCORE_FILE, evaluate_policy_file, export_policy, record_video, save_rescore
+    from rlhelpers.report.playback import evaluate_policy_file, export_policy, record_video, save_rescore
+    from rlhelpers.runner.files import RESCORE_FILE
 
     if args.video_scale < 1:
         raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
@@ -251,7 +254,7 @@ def _publish(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from rlhelpers.report.plotting import COMPARISON_PNG, figures_dir, plot_comparison
-    from rlhelpers.runner.checkpoint import HISTORY_FILE
+    from rlhelpers.runner.files import HISTORY_FILE
     from rlhelpers.runner.records import run_dirs
 
     out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG

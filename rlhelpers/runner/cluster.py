@@ -20,8 +20,9 @@ from typing import Any
 import submitit
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.campaign import TRAIN_LOG, CampaignRun, _start_run
+from rlhelpers.runner.campaign import CampaignRun, _start_run
 from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.files import TRAIN_LOG
 
 SLURM_FOLDER = "slurm"  # submitit's job files and logs, in the runs directory
 

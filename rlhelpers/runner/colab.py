@@ -11,7 +11,7 @@ import os
 import sys
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.report.plotting import COMMITTED_RUNS
+from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 from rlhelpers.runner.tracking import WANDB_KEY, resolve_wandb_mode, upload_notice
 
 COLAB_DRIVE = "/content/drive"
@@ -58,7 +58,7 @@ def resolve_runs_dir(runs_dir: str | None) -> str:
     On Colab, Drive is mounted whenever the runs directory lies on it.
     """
     if not runs_dir:
-        runs_dir = COLAB_RUNS_DIR if on_colab() else COMMITTED_RUNS
+        runs_dir = COLAB_RUNS_DIR if on_colab() else DEFAULT_RUNS_DIR
     if _on_drive(runs_dir):
         _colab_mount_drive()
     return str(runs_dir)
@@ -81,7 +81,7 @@ def flush_drive(runs_dir: str) -> None:
     print(f"Google Drive flushed and unmounted: {runs_dir} is complete on Drive. Run all again to mount it again.")
 
 
-def setup_wandb(mode: str | None, runs_dir: str = "runs") -> str:
+def setup_wandb(mode: str | None, runs_dir: str = DEFAULT_RUNS_DIR) -> str:
     """Choose the W&B mode and say which one is used.
 
     On Colab the secret ``WANDB_API_KEY`` is copied into the environment (child processes inherit

@@ -23,6 +23,7 @@ from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, resolve_device
 from rlhelpers.core.envs import ATARI_ENTRY_POINT, check_supported, env_spec
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 from rlhelpers.runner.tracking import resolve_wandb_mode
 
 ALGOS = tuple(ALGORITHMS)  # the report compares every algorithm of the table
@@ -110,7 +111,7 @@ class TrainConfig(AgentConfig):
         default=1_000_000,
         metadata={"help": "environment steps between model-weight snapshots (snapshots/, for the analysis)"},
     )
-    runs_dir: str = field(default="runs", metadata={"help": "directory holding one sub-directory per run"})
+    runs_dir: str = field(default=DEFAULT_RUNS_DIR, metadata={"help": "directory holding one sub-directory per run"})
     wandb_project: str = field(default="pong-actor-critic", metadata={"help": "W&B project"})
     wandb_entity: str | None = field(
         default=None, metadata={"help": "W&B entity (user or team)", "default": "your API key's default entity"}

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlhelpers.core.errors import write_error
-
-METRICS_FILE = "metrics.jsonl"
+from rlhelpers.runner.files import write_atomically
 
 
 def _parse(line: str) -> dict[str, Any] | None:
@@ -50,9 +49,7 @@ class MetricsLog:
         kept = [line for line in lines if (record := _parse(line)) is not None and record["global_step"] <= step]
         if len(kept) == len(lines):
             return 0
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept))
-        os.replace(tmp, self.path)
+        write_atomically(self.path, "".join(line + "\n" for line in kept).encode())
         return len(lines) - len(kept)
 
     def append(self, metrics: dict[str, Any], step: int) -> None:

@@ -26,8 +26,8 @@ import wandb
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics
-from rlhelpers.runner.checkpoint import HISTORY_FILE
 from rlhelpers.runner.config import check_choice
+from rlhelpers.runner.files import HISTORY_FILE
 from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run

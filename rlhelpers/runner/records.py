@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from rlhelpers.core.evaluation import mean_and_sem
-from rlhelpers.runner.checkpoint import HISTORY_FILE, RunDirectory
-from rlhelpers.runner.metrics_log import METRICS_FILE, read_metrics
+from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.runner.files import HISTORY_FILE, METRICS_FILE
+from rlhelpers.runner.metrics_log import read_metrics
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from rlhelpers.core.evaluation import evaluation_metrics, mean_return
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import TrainConfig, config_differences, resolve_config
-from rlhelpers.runner.metrics_log import METRICS_FILE, MetricsLog
+from rlhelpers.runner.files import METRICS_FILE
+from rlhelpers.runner.metrics_log import MetricsLog
 from rlhelpers.runner.provenance import session_provenance
 from rlhelpers.runner.records import RunRecord
 from rlhelpers.runner.runlock import RunLock

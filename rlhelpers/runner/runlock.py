@@ -20,8 +20,7 @@ import warnings
 from pathlib import Path
 
 from rlhelpers.core.errors import RLHelpersError, write_error
-
-LOCK_FILE = "owner.json"
+from rlhelpers.runner.files import LOCK_FILE
 
 
 def _pid_alive(pid: int) -> bool:

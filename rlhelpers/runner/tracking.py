@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.files import HISTORY_FILE, METRICS_FILE
 from rlhelpers.runner.metrics_log import MetricsLog
 
 if TYPE_CHECKING:  # config imports this module for resolve_wandb_mode
@@ -82,7 +83,7 @@ def upload_notice(mode: str, runs_dir: str, on_colab: bool = False, on_drive: bo
     """What is said when W&B does not upload (``mode`` offline or disabled): that nothing is uploaded, where
     the records are kept, and how to publish them later (in a Colab notebook, ``on_colab``, with its secret;
     ``on_drive``: the runs are on Google Drive)."""
-    where = f"{runs_dir}/<run>/metrics.jsonl and eval_history.json"
+    where = f"{runs_dir}/<run>/{METRICS_FILE} and {HISTORY_FILE}"
     if on_drive:
         where += ", on Google Drive, so they survive a disconnect (W&B's own ./wandb folder does not)"
     if on_colab:
