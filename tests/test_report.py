@@ -210,17 +210,17 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     assert "| task1_seed-0 vs task2_seed-0 | 600,000 | 3 / 3 | n/a | n/a | n/a |" in text  # identical histories
     assert not (tmp_path / "wandb").exists(), "report-only mode starts no W&B run"
 
-    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "out.ipynb"],
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html_mathml", "out.ipynb"],
                    cwd=tmp_path, check=True, capture_output=True, timeout=120)
     html = (tmp_path / "out.html").read_text()
     assert "data:image/png;base64," in html
     assert "injected-parameters" in html
 
-    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input",
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html_mathml", "--no-input",
                     "--TagRemovePreprocessor.remove_cell_tags=[\"injected-parameters\"]",
                     "--output", "graders", "out.ipynb"], cwd=tmp_path, check=True, capture_output=True, timeout=120)
     graders = (tmp_path / "graders.html").read_text()
-    assert "data:image/png;base64," in graders
+    assert "data:image/png;base64," in graders and "<math" in graders  # the formulas typeset, for offline readers
     assert "injected-parameters" not in graders and "run_config(" not in graders
 
 
