@@ -207,6 +207,7 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     # The analysis was written for the committed runs: on these, the claims check says which figures fail.
     held, total = map(int, re.search(r"\*\*(\d+) of (\d+) figures in the text hold", text).groups())
     assert total >= 25 and held < total and "| task2 passes 18, seed 100 | 10.0M | n/a | **no** |" in text
+    assert "*task2 passes 18, seed 100* (10.0M in the text, n/a measured)" in text  # named in the body's verdict
     assert "| task1_seed-0 vs task2_seed-0 | 600,000 | 3 / 3 | n/a | n/a | n/a |" in text  # identical histories
     assert not (tmp_path / "wandb").exists(), "report-only mode starts no W&B run"
 
