@@ -75,7 +75,7 @@ def _text(nb: nbformat.NotebookNode) -> str:
 
 def _results_table(nb: nbformat.NotebookNode) -> str:
     tables = [o["data"]["text/markdown"] for o in _outputs(nb)
-              if o["output_type"] == "display_data" and o["data"].get("text/markdown", "").startswith("| run | env |")]
+              if o["output_type"] == "display_data" and "\n| run | steps |" in o["data"].get("text/markdown", "")]
     assert len(tables) == 1, "the notebook shows exactly one results table"
     return tables[0]
 
@@ -198,7 +198,8 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     _assert_report_ok(proc, nb, tmp_path, prepared_runs)
     table = _results_table(nb)
     # 600,000 steps in 6,000 s; means -20, 5, 19: above -10 and 0 first at 300,000, above 18 at 600,000
-    assert ("| a2c_seed-0 | PongNoFrameskip-v4 | 600,000 | 1.7 | 19.00 ± 0.58 (3) | 19.00 ± 0.58 (600,000) "
+    assert table.startswith("**Runs on `PongNoFrameskip-v4`**\n")  # the environment once, not on every row
+    assert ("| a2c_seed-0 | 600,000 | 1.7 | 19.00 ± 0.58 (3) | 19.00 ± 0.58 (600,000) "
             "| 300,000 | 300,000 | 600,000 | [ida2c0]" in table)
     assert "[ida2c0](https://wandb.ai/example-team/pong-actor-critic/runs/ida2c0)" in table
     assert "not reached" in table
