@@ -13,6 +13,8 @@ import nbformat
 from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
+from rlhelpers.report.export import MathMLRenderer
+
 ROOT = Path(__file__).resolve().parents[1]
 REFRESHES = 1_000  # a long run's progress bar, as papermill records it: one stream output per refresh
 
@@ -84,3 +86,12 @@ def test_readme_exports_typeset_every_formula_as_mathml(tmp_path: Path) -> None:
         assert not re.search(r"\$[^$]+\$", page.get_text()), f"raw LaTeX in the page of {command}"
         method = next(cell for cell in page.select(".jp-MarkdownCell") if cell.find("h2", id="Method"))
         assert [math["display"] for math in method("math")] == formulas, command
+
+
+def test_letters_of_other_alphabets_are_unicode_and_a_formula_it_cannot_convert_stays_latex() -> None:
+    """Chromium ignores mathvariant="script" and the like: \\mathcal H must arrive as the character itself."""
+    renderer = MathMLRenderer(escape=False)
+    mathml = renderer.block_math(r"\mathcal H_t + \mathbb R + \mathfrak g")
+    assert mathml.startswith("<math") and 'display="block"' in mathml and "mathvariant" not in mathml
+    assert all(f"<mi>{letter}</mi>" in mathml for letter in "ℋℝ𝔤")
+    assert renderer.inline_math("x^") == "$x^$"  # left to MathJax, as nbconvert's own HTML does
