@@ -3,6 +3,7 @@ again from the runs, holds on the committed runs, and shows up as not holding wh
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 from pathlib import Path
@@ -11,7 +12,7 @@ import nbformat
 import pytest
 
 from rlhelpers.report import claims
-from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown
+from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown, verdict_markdown
 from rlhelpers.runner.records import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +25,9 @@ def notebook_claims() -> tuple[list[Claim], str]:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cell = next(c for c in nb.cells if "claims" in c.metadata.get("tags", []))
     namespace = {"Claim": Claim, "STEP": STEP, "SIGNIFICANT": SIGNIFICANT}
-    exec(cell.source.split("\ndisplay(")[0], namespace)  # the list only; the display line is the notebook's
+    (claims_list,) = [node for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
+                      and [target.id for target in node.targets] == ["CLAIMS"]]
+    exec(compile(ast.Module([claims_list], type_ignores=[]), "CLAIMS", "exec"), namespace)  # the list only
     appendix = next(i for i, c in enumerate(nb.cells) if c.source.startswith("# Appendix"))
     prose = "\n".join(c.source for c in nb.cells[:appendix] if c.cell_type == "markdown")
     return namespace["CLAIMS"], " ".join(prose.split())
@@ -37,7 +40,7 @@ def test_every_figure_of_the_text_holds_on_the_committed_runs() -> None:
     assert [(says, figure, now) for says, figure, now, holds in rows if not holds] == []
     for claim in claims_list:  # each checked figure is one the text really cites (a verdict is written in words)
         assert claim.figure in ("yes", "no") or claim.figure in prose, f"{claim.figure!r} ({claim.says}) not in text"
-    assert f"**{len(rows)} of {len(rows)} figures in the text hold" in claims_markdown(rows)
+    assert verdict_markdown(rows) == f"**{len(rows)} of {len(rows)} figures in the text hold on the runs present.**"
 
 
 def test_on_other_runs_the_check_shows_which_figures_no_longer_hold(tmp_path: Path) -> None:
@@ -53,8 +56,13 @@ def test_on_other_runs_the_check_shows_which_figures_no_longer_hold(tmp_path: Pa
     assert rows["task2 passes 18, seed 100"] == ("n/a", False)  # that run is missing
     assert rows["sampled / all-action variance"] == ("n/a", False)  # no gradient analysis
     assert rows["A2C passes 18, seed 100"] == ("6.6M", True)
-    assert "| A2C passes 18, seed 0 | 7.2M | n/a | **no** |" in claims_markdown(check(claims_list, claims.measure(
-        runs, None)))
+    checked = check(claims_list, claims.measure(runs, None))
+    assert "| A2C passes 18, seed 0 | 7.2M | n/a | **no** |" in claims_markdown(checked)
+    failing = [says for says, _, _, holds in checked if not holds]
+    verdict = verdict_markdown(checked)  # the body's line names each claim that no longer holds
+    assert verdict.startswith(f"**{len(checked) - len(failing)} of {len(checked)} figures in the text hold")
+    assert "*A2C passes 18, seed 0* (7.2M in the text, n/a measured)" in verdict
+    assert all(f"*{says}*" in verdict for says in failing) and "*A2C passes 18, seed 100*" not in verdict
 
 
 @pytest.mark.parametrize(("value", "fmt", "text"), [

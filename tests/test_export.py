@@ -1,4 +1,5 @@
-"""The README's HTML export commands show each progress bar once, in its final state."""
+"""The README's HTML export commands show each progress bar once, in its final state, and typeset every
+formula as MathML, which needs no network."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import sys
 from pathlib import Path
 
 import nbformat
+from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
+
+from rlhelpers.report.export import MathMLRenderer
 
 ROOT = Path(__file__).resolve().parents[1]
 REFRESHES = 1_000  # a long run's progress bar, as papermill records it: one stream output per refresh
@@ -22,6 +26,14 @@ def readme_export_commands() -> list[list[str]]:
     commands = [shlex.split(line) for line in block.splitlines() if line.startswith("jupyter nbconvert")]
     assert len(commands) == 3
     return [[sys.executable, "-m", *command] for command in commands]
+
+
+def run_export(command: list[str], cwd: Path) -> str:
+    """Run one README export command in ``cwd``; the HTML it wrote."""
+    proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    html_name = command[command.index("--output") + 1] + ".html" if "--output" in command else "report_final.html"
+    return (cwd / html_name).read_text()
 
 
 def trained_notebook(path: Path) -> None:
@@ -49,9 +61,37 @@ def test_readme_exports_show_each_progress_bar_once(tmp_path: Path) -> None:
     assert len(progress_lines(raw)) == REFRESHES, "what nbconvert does without the README's option"
 
     for command in readme_export_commands():
-        proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr
-        html_name = command[command.index("--output") + 1] + ".html" if "--output" in command else "report_final.html"
-        html = (tmp_path / html_name).read_text()
-        assert progress_lines(html) == [f"a2c_seed-0: 100.0%| | {REFRESHES * 20}k/20.0M [eval -20.0]"], html_name
+        html = run_export(command, tmp_path)
+        assert progress_lines(html) == [f"a2c_seed-0: 100.0%| | {REFRESHES * 20}k/20.0M [eval -20.0]"], command
         assert "Resuming a2c_seed-0 from step 300,000" in html and "stopped at step 20,000,000" in html
+
+
+def method_formulas() -> list[str]:
+    """How each formula of report.ipynb's Method section is displayed, in order: "block" ($$...$$) or "inline"."""
+    nb = nbformat.read(ROOT / "report.ipynb", as_version=4)
+    method = next(cell.source for cell in nb.cells if cell.source.startswith("## Method"))
+    return ["block" if block else "inline" for block, _ in re.findall(r"\$\$(.+?)\$\$|\$(.+?)\$", method, re.S)]
+
+
+def test_readme_exports_typeset_every_formula_as_mathml(tmp_path: Path) -> None:
+    """Offline, a formula left as LaTeX for MathJax shows as its source: the exported page holds none, and
+    each formula of the Method section is a MathML element. The notebook's Markdown keeps its LaTeX."""
+    formulas = method_formulas()
+    assert len(formulas) >= 20 and formulas.count("block") == 2
+    (tmp_path / "report_final.ipynb").write_text((ROOT / "report.ipynb").read_text())
+    for command in readme_export_commands():
+        page = BeautifulSoup(run_export(command, tmp_path), "html.parser")
+        for tag in page(["script", "style"]):  # MathJax's configuration names the $ delimiters
+            tag.decompose()
+        assert not re.search(r"\$[^$]+\$", page.get_text()), f"raw LaTeX in the page of {command}"
+        method = next(cell for cell in page.select(".jp-MarkdownCell") if cell.find("h2", id="Method"))
+        assert [math["display"] for math in method("math")] == formulas, command
+
+
+def test_letters_of_other_alphabets_are_unicode_and_a_formula_it_cannot_convert_stays_latex() -> None:
+    """Chromium ignores mathvariant="script" and the like: \\mathcal H must arrive as the character itself."""
+    renderer = MathMLRenderer(escape=False)
+    mathml = renderer.block_math(r"\mathcal H_t + \mathbb R + \mathfrak g")
+    assert mathml.startswith("<math") and 'display="block"' in mathml and "mathvariant" not in mathml
+    assert all(f"<mi>{letter}</mi>" in mathml for letter in "ℋℝ𝔤")
+    assert renderer.inline_math("x^") == "$x^$"  # left to MathJax, as nbconvert's own HTML does

@@ -76,7 +76,7 @@ def _text(nb: nbformat.NotebookNode) -> str:
 
 def _results_table(nb: nbformat.NotebookNode) -> str:
     tables = [o["data"]["text/markdown"] for o in _outputs(nb)
-              if o["output_type"] == "display_data" and o["data"].get("text/markdown", "").startswith("| run | env |")]
+              if o["output_type"] == "display_data" and "\n| run | steps |" in o["data"].get("text/markdown", "")]
     assert len(tables) == 1, "the notebook shows exactly one results table"
     return tables[0]
 
@@ -199,7 +199,8 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     _assert_report_ok(proc, nb, tmp_path, prepared_runs)
     table = _results_table(nb)
     # 600,000 steps in 6,000 s; means -20, 5, 19: above -10 and 0 first at 300,000, above 18 at 600,000
-    assert ("| a2c_seed-0 | PongNoFrameskip-v4 | 600,000 | 1.7 | 19.00 ± 0.58 (3) | 19.00 ± 0.58 (600,000) "
+    assert table.startswith("**Runs on `PongNoFrameskip-v4`**\n")  # the environment once, not on every row
+    assert ("| a2c_seed-0 | 600,000 | 1.7 | 19.00 ± 0.58 (3) | 19.00 ± 0.58 (600,000) "
             "| 300,000 | 300,000 | 600,000 | [ida2c0]" in table)
     assert "[ida2c0](https://wandb.ai/example-team/pong-actor-critic/runs/ida2c0)" in table
     assert "not reached" in table
@@ -208,20 +209,21 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     # The analysis was written for the committed runs: on these, the claims check says which figures fail.
     held, total = map(int, re.search(r"\*\*(\d+) of (\d+) figures in the text hold", text).groups())
     assert total >= 25 and held < total and "| task2 passes 18, seed 100 | 10.0M | n/a | **no** |" in text
+    assert "*task2 passes 18, seed 100* (10.0M in the text, n/a measured)" in text  # named in the body's verdict
     assert "| task1_seed-0 vs task2_seed-0 | 600,000 | 3 / 3 | n/a | n/a | n/a |" in text  # identical histories
     assert not (tmp_path / "wandb").exists(), "report-only mode starts no W&B run"
 
-    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "out.ipynb"],
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html_mathml", "out.ipynb"],
                    cwd=tmp_path, check=True, capture_output=True, timeout=120)
     html = (tmp_path / "out.html").read_text()
     assert "data:image/png;base64," in html
     assert "injected-parameters" in html
 
-    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input",
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html_mathml", "--no-input",
                     "--TagRemovePreprocessor.remove_cell_tags=[\"injected-parameters\"]",
                     "--output", "graders", "out.ipynb"], cwd=tmp_path, check=True, capture_output=True, timeout=120)
     graders = (tmp_path / "graders.html").read_text()
-    assert "data:image/png;base64," in graders
+    assert "data:image/png;base64," in graders and "<math" in graders  # the formulas typeset, for offline readers
     assert "injected-parameters" not in graders and "run_config(" not in graders
 
 

@@ -98,25 +98,27 @@ def evaluated_runs(runs_dir: str | Path) -> list[RunRecord]:
 
 
 def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_entity: str | None = None) -> str:
-    """The results table as Markdown (renders in the notebook and in the HTML export); ``wandb_entity``
-    builds W&B links for runs saved without an entity."""
+    """The results table as Markdown (renders in the notebook and in the HTML export), under a title naming
+    the environment once; ``wandb_entity`` builds W&B links for runs saved without an entity."""
     if not records:
         return "_No run with an evaluation found._"
     levels = (*MILESTONES, threshold)
+    envs = sorted({r.config.get("env_id", "unknown") for r in records})
     table = []
     for r in records:
         last, best, seconds = r.last, r.best, r.last.train_seconds
         run_id = r.wandb_run_id or ""
         url = run_url(r.config.get("wandb_entity") or wandb_entity, r.config.get("wandb_project", ""), run_id)
-        table.append([r.name, r.config.get("env_id", "?"), f"{last.step:,}",
+        table.append([r.name, f"{last.step:,}",
                       f"{seconds / 3600:.1f}" if seconds is not None else "not recorded",
                       f"{last.mean:.2f} ± {last.sem:.2f} ({len(last.returns)})",
                       f"{best.mean:.2f} ± {best.sem:.2f} ({best.step:,})",
                       *(_step_or(r.first_step_above(level), "not reached") for level in levels),
                       f"[{run_id}]({url})" if url else f"`{run_id}`"])
-    return markdown_table(None, ["run", "env", "steps", "hours", "last eval return ± s.e. (episodes)",
-                                 "best eval return ± s.e. (step)", *(f"first step > {level:g}" for level in levels),
-                                 "W&B"], table, left=(0, 1, -1))
+    return markdown_table(f"Runs on {', '.join(f'`{env}`' for env in envs)}",
+                          ["run", "steps", "hours", "last eval return ± s.e. (episodes)",
+                           "best eval return ± s.e. (step)", *(f"first step > {level:g}" for level in levels), "W&B"],
+                          table, left=(0, -1))
 
 
 def _step_or(step: int | None, missing: str) -> str:
