@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -31,7 +32,7 @@ import torch
 
 from rlhelpers.core.errors import RLHelpersError, write_error
 from rlhelpers.core.networks import ActorCritic, build_model
-from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.config import TrainConfig, config_differences
 from rlhelpers.runner.files import (
     CHECKPOINT_PATTERN,
     HISTORY_FILE,
@@ -93,6 +94,16 @@ def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]
     if not folder.is_dir():
         return []
     return sorted((int(match.group(1)), entry) for entry in folder.iterdir() if (match := pattern.match(entry.name)))
+
+
+def check_resumable(saved: dict[str, Any] | None, config: TrainConfig, where: Path) -> None:
+    """Refuse to resume the run in ``where``, saved with the config ``saved`` (None: nothing saved yet), with
+    another ``config``."""
+    differences = config_differences(saved, config) if saved is not None else []
+    if differences:
+        raise RLHelpersError(
+            f"run directory {where} holds a run with a different config ({'; '.join(differences)}); "
+            "use the saved settings, another --runs-dir, or delete that directory to start over")
 
 
 def load_checkpoint_file(path: Path) -> dict[str, Any]:
@@ -236,6 +247,46 @@ class RunDirectory:
             raise RLHelpersError(f"no checkpoint in {self.path} loads ({'; '.join(problems)}); "
                                  "restore one from a backup or delete the run directory to start over")
         return None
+
+    def saved_config(self) -> dict[str, Any] | None:
+        """The config the run was saved with (None for a new run): its history's, or the newest loadable
+        checkpoint's when the history is unreadable (a copy that Google Drive synced only in part)."""
+        try:
+            record = self.read_history()
+        except RLHelpersError:
+            if not self.checkpoints():
+                raise
+            with warnings.catch_warnings():  # quietly: the load under the lock reports the broken ones
+                warnings.simplefilter("ignore")
+                return self.load_latest_checkpoint()["config"]
+        return None if record is None else record.get("config", {})
+
+    def resume(self, config: TrainConfig, keep: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """What the run resumes from, under its lock: the newest checkpoint that loads (None for none) and the
+        saved history (None for none).
+
+        Clears a killed writer's leftovers first. An unreadable history is left to be rebuilt from the
+        checkpoint (said on stderr); checkpoints newer than the one that loads (they did not) are set aside
+        as ``.broken``, and one checkpoint too many (a writer killed between its rename and its pruning)
+        is pruned. A checkpoint saved with another config than ``config`` is refused before any of that.
+        """
+        self.remove_stale_files()
+        try:
+            history, unreadable = self.read_history(), None
+        except RLHelpersError as exc:
+            history, unreadable = None, exc
+        state = self.load_latest_checkpoint()
+        if unreadable is not None:
+            if state is None:
+                raise unreadable
+            print(f"{unreadable}; rebuilding it from the checkpoint of step {state['num_timesteps']:,}",
+                  file=sys.stderr)
+        if state is not None:
+            check_resumable(state["config"], config, self.path)
+            for path in self.set_aside_newer(int(state["num_timesteps"])):
+                print(f"moved the broken {path.stem} aside as {path.name}", file=sys.stderr)
+            self.prune(int(state["num_timesteps"]), keep)
+        return state, history
 
     def read_history(self) -> dict[str, Any] | None:
         """Contents of eval_history.json, or None if the run has none yet."""

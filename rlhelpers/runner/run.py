@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,8 @@ from tqdm import tqdm
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics, mean_return
 from rlhelpers.core.trainer import Trainer
-from rlhelpers.runner.checkpoint import RunDirectory
-from rlhelpers.runner.config import TrainConfig, config_differences, resolve_config
+from rlhelpers.runner.checkpoint import RunDirectory, check_resumable
+from rlhelpers.runner.config import TrainConfig, resolve_config
 from rlhelpers.runner.files import METRICS_FILE
 from rlhelpers.runner.metrics_log import MetricsLog
 from rlhelpers.runner.provenance import session_provenance
@@ -60,20 +59,19 @@ def finite_means(updates: list[dict[str, float]]) -> dict[str, float]:
     return means
 
 
-def _newest_checkpoint_config(run_dir: RunDirectory) -> dict[str, Any]:
-    """The config saved in the newest checkpoint that loads (quietly: the load under the lock reports the
-    broken ones)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return run_dir.load_latest_checkpoint()["config"]
-
-
-def _check_resumable(saved: dict[str, Any], config: TrainConfig, where: Path) -> None:
-    differences = config_differences(saved, config)
-    if differences:
+def _report_without_checkpoint(saved_record: dict[str, Any], run_dir: RunDirectory) -> RunResult:
+    """A run with evaluations and no checkpoint: reported as it is if its history shows it finished (committed
+    results come without checkpoints), refused otherwise (it cannot go on)."""
+    history = saved_record["history"]
+    if not RunRecord.from_dict(saved_record, run_dir.path).finished():
         raise RLHelpersError(
-            f"run directory {where} holds a run with a different config ({'; '.join(differences)}); "
-            "use the saved settings, another --runs-dir, or delete that directory to start over")
+            f"{run_dir.history_path} has evaluation results up to step {history[-1]['step']:,} but no checkpoint "
+            "was found; restore the checkpoint files, train your own run in another runs directory (--runs-dir, "
+            "or runs_dir in the notebook), or delete this run directory to start over")
+    print(f"{run_dir.path.name} is finished (evaluated up to step {history[-1]['step']:,}, last evaluation "
+          f"{mean_return(history[-1]):.2f}); its checkpoints are not here, so it is reported as it is", file=sys.stderr)
+    return RunResult(run_dir.path, int(history[-1]["step"]), history, "finished earlier", None,
+                     saved_record.get("wandb_run_id", ""))
 
 
 def _history_record(trainer: Trainer, run_id: str) -> dict[str, Any]:
@@ -121,18 +119,11 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     ``total_timesteps`` or once the mean evaluation return exceeds ``stop_return``. Saves the model
     weights every ``snapshot_interval`` steps and at the end. SIGTERM checkpoints and returns.
     """
-    run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
-    try:
-        saved_record, unreadable_history = run_dir.read_history(), None
-    except RLHelpersError as exc:  # e.g. a copy that Google Drive synced only in part
-        if not run_dir.checkpoints():
-            raise
-        # Rebuilt below from the newest checkpoint, whose config stands in for the history's meanwhile.
-        saved_record, unreadable_history = {"config": _newest_checkpoint_config(run_dir)}, exc
-    # Bad values, and W&B 'online' without a key, fail here: before anything is written.
+    # Bad values, W&B 'online' without a key and another config than the saved one fail here: before anything
+    # is written.
     config, device = resolve_config(config)
-    if saved_record is not None:
-        _check_resumable(saved_record.get("config", {}), config, run_dir.path)
+    run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
+    check_resumable(run_dir.saved_config(), config, run_dir.path)
     run_dir.create()
     lock = RunLock(run_dir.path)
     lock.acquire()
@@ -140,32 +131,9 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     tracker = None
     exit_code = 1  # until the session ends without an exception: a failed one shows as such in W&B
     try:
-        run_dir.remove_stale_files()  # leftovers of a writer killed mid-checkpoint; we hold the lock now
-        state = run_dir.load_latest_checkpoint()
-        if unreadable_history is not None:
-            if state is None:
-                raise unreadable_history
-            print(f"{unreadable_history}; rebuilding it from the checkpoint of step {state['num_timesteps']:,}",
-                  file=sys.stderr)
-        if state is not None:
-            _check_resumable(state["config"], config, run_dir.path)
-            for path in run_dir.set_aside_newer(int(state["num_timesteps"])):  # they did not load
-                print(f"moved the broken {path.stem} aside as {path.name}", file=sys.stderr)
-            # A writer killed between its rename and its pruning leaves one checkpoint too many.
-            run_dir.prune(int(state["num_timesteps"]), config.keep_checkpoints)
-        elif saved_record is not None and saved_record.get("history"):
-            history = saved_record["history"]
-            if RunRecord.from_dict(saved_record, run_dir.path).finished():
-                # Committed results come without checkpoints: a finished run is reported, not retrained.
-                print(f"{config.run_name} is finished (evaluated up to step {history[-1]['step']:,}, "
-                      f"last evaluation {mean_return(history[-1]):.2f}); its checkpoints are not here, "
-                      "so it is reported as it is", file=sys.stderr)
-                return RunResult(run_dir.path, int(history[-1]["step"]), history, "finished earlier", None,
-                                 saved_record.get("wandb_run_id", ""))
-            raise RLHelpersError(
-                f"{run_dir.history_path} has evaluation results up to step {history[-1]['step']:,} but no "
-                "checkpoint was found; restore the checkpoint files, train your own run in another runs "
-                "directory (--runs-dir, or runs_dir in the notebook), or delete this run directory to start over")
+        state, saved_record = run_dir.resume(config, config.keep_checkpoints)
+        if state is None and saved_record is not None and saved_record.get("history"):
+            return _report_without_checkpoint(saved_record, run_dir)
         run_id = (state or {}).get("wandb_run_id") or (saved_record or {}).get("wandb_run_id") or new_run_id()
         trainer = Trainer(config, device)
         if state is not None:
