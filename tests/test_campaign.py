@@ -271,3 +271,18 @@ def test_a_run_stopped_from_outside_is_named_and_the_campaign_fails(tmp_path: Pa
     assert proc.returncode == 1, (out, err)
     assert RunDirectory(run).load_latest_checkpoint()["num_timesteps"] >= 10_000
     assert err.splitlines()[-1] == f"not finished: a2c_seed-0 (paused, step {run_status(run).steps:,})"
+
+
+def test_outside_a_terminal_the_campaign_lines_do_not_clear_and_redraw_the_bar(tmp_path: Path,
+                                                                              capsys: pytest.CaptureFixture) -> None:
+    """In a notebook each clear and redraw of the progress bar around a line is stored as an output of its own,
+    dozens of blank ones per campaign: outside a terminal the lines are printed plainly."""
+    for name in RUN_NAMES:  # one run paused without its checkpoints (its child fails at once), five finished
+        write_history(tmp_path / name, [-21.0] if name == RUN_NAMES[0] else [-21.0, -5.0, 3.0])
+    config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(tmp_path))
+    assert run_campaign(config, CARTPOLE, parallel=2, poll_s=0.1, show_progress=True) == 1
+    out, err = capsys.readouterr()
+    assert sorted(line.split(" (")[0] for line in out.splitlines()) == sorted([
+        f"{RUN_NAMES[0]}: started", *(f"{name}: finished, skipped" for name in RUN_NAMES[1:]),
+        f"{RUN_NAMES[0]}: ended with exit code 2"])
+    assert [part for part in err.split("\r") if not part.strip()] == [""]  # only before the bar's first line

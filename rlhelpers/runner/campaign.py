@@ -182,6 +182,15 @@ def _start_run(run: CampaignRun, runs_dir: Path, train_args: list[str]) -> subpr
                                 start_new_session=True, preexec_fn=_die_with_parent)
 
 
+def _say(line: str) -> None:
+    """Print a line of the campaign's log. In a terminal, above the progress bar; elsewhere plainly, as in a
+    notebook, where tqdm's clearing and redrawing of the bar around each line is stored as output after output."""
+    if sys.stderr.isatty():
+        tqdm.write(line)
+    else:
+        print(line, flush=True)
+
+
 def _reap_ended(running: dict[CampaignRun, subprocess.Popen], runs_dir: Path,
                 stopping: bool) -> tuple[list[str], list[CampaignRun]]:
     """Forget the runs whose process ended, saying how; returns those that failed (not counting a stop), and
@@ -191,7 +200,7 @@ def _reap_ended(running: dict[CampaignRun, subprocess.Popen], runs_dir: Path,
         if process.poll() is not None:
             del running[run]
             log = runs_dir / run.name / TRAIN_LOG
-            tqdm.write(f"{run.name}: ended with exit code {process.returncode} (log: {log})")
+            _say(f"{run.name}: ended with exit code {process.returncode} (log: {log})")
             if process.returncode != 0 and not stopping:
                 if RunLock(runs_dir / run.name).live_owner() is not None:
                     held.append(run)
@@ -208,13 +217,13 @@ def _next_run(queue: list[CampaignRun], config: TrainConfig, told: set[str]) -> 
         status = run_status(path, config.total_timesteps, config.stop_return)
         if status.over:
             queue.remove(run)
-            tqdm.write(f"{run.name}: {status.state}, skipped")
+            _say(f"{run.name}: {status.state}, skipped")
         elif status.state != "running":
             queue.remove(run)
             return run
         elif run.name not in told and (owner := RunLock(path).live_owner()) is not None:
             told.add(run.name)
-            tqdm.write(f"{run.name}: trained by another process (host {owner.get('host')}, pid {owner.get('pid')}); "
+            _say(f"{run.name}: trained by another process (host {owner.get('host')}, pid {owner.get('pid')}); "
                        "waiting until it stops, then training it if it is unfinished")
     return None
 
@@ -226,9 +235,9 @@ def pending_runs(config: TrainConfig, runs: list[CampaignRun]) -> list[CampaignR
     for run in runs:
         status = run_status(Path(config.runs_dir) / run.name, config.total_timesteps, config.stop_return)
         if status.state == "running":
-            tqdm.write(f"{status.run_name}: trained by another process, left alone")
+            _say(f"{status.run_name}: trained by another process, left alone")
         elif status.over:
-            tqdm.write(f"{status.run_name}: {status.state}, skipped")
+            _say(f"{status.run_name}: {status.state}, skipped")
         else:
             pending.append(run)
     return pending
@@ -269,7 +278,7 @@ def _outcome(config: TrainConfig, runs: list[CampaignRun], failed: list[str], si
     left = ", ".join(f"{s.run_name} ({'trained by another process' if s.state == 'running' else s.state}, "
                      f"step {s.steps:,})" for s in statuses if not s.over and s.run_name not in failed)
     if signum is not None:
-        tqdm.write(f"stopped by {signal.Signals(signum).name}" +
+        _say(f"stopped by {signal.Signals(signum).name}" +
                    (f"; not finished: {left}; the same command resumes them" if left else ""))
         if signum == signal.SIGINT:  # Ctrl-C, or a notebook's interrupt: stop what would come next, too
             raise KeyboardInterrupt
@@ -321,7 +330,7 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
                 queue[:0] = held
                 while not stop.requested and len(running) < parallel and (run := _next_run(queue, config, told)):
                     running[run] = _start_run(run, runs_dir, train_args)
-                    tqdm.write(f"{run.name}: started (pid {running[run].pid})")
+                    _say(f"{run.name}: started (pid {running[run].pid})")
                 if stop.requested:  # the children checkpoint and exit on SIGTERM
                     for process in running.values():
                         if process.poll() is None:
