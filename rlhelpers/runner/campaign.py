@@ -224,7 +224,7 @@ def _next_run(queue: list[CampaignRun], config: TrainConfig, told: set[str]) -> 
         elif run.name not in told and (owner := RunLock(path).live_owner()) is not None:
             told.add(run.name)
             _say(f"{run.name}: trained by another process (host {owner.get('host')}, pid {owner.get('pid')}); "
-                       "waiting until it stops, then training it if it is unfinished")
+                 "waiting until it stops, then training it if it is unfinished")
     return None
 
 
@@ -279,7 +279,7 @@ def _outcome(config: TrainConfig, runs: list[CampaignRun], failed: list[str], si
                      f"step {s.steps:,})" for s in statuses if not s.over and s.run_name not in failed)
     if signum is not None:
         _say(f"stopped by {signal.Signals(signum).name}" +
-                   (f"; not finished: {left}; the same command resumes them" if left else ""))
+             (f"; not finished: {left}; the same command resumes them" if left else ""))
         if signum == signal.SIGINT:  # Ctrl-C, or a notebook's interrupt: stop what would come next, too
             raise KeyboardInterrupt
         return 128 + signum
