@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from rlhelpers.runner.campaign import campaign_runs, run_campaign, run_status, status_table
-from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory
 from rlhelpers.runner.cli import main
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.files import CAMPAIGN_LOCK, LOCK_FILE, METRICS_FILE, TRAIN_LOG
@@ -68,47 +70,63 @@ def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:
     assert len(table) == 7 and table[1].split()[:5] == ["a2c_seed-0", "1,000", "3.00", "±", "1.00"]
 
 
-def test_campaign_trains_all_runs_skips_finished_and_leaves_held_ones(tmp_path: Path, live_pid: int,
-                                                                      capsys: pytest.CaptureFixture) -> None:
+def test_campaign_trains_all_runs_skips_finished_and_waits_for_held_ones(tmp_path: Path, live_pid: int,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    """A run that another live process holds is left alone while it is held, and trained once it is released."""
     runs = tmp_path / "runs"
     held = runs / "a2c_seed-0" / LOCK_FILE
     hold_lock(held, live_pid)
+    untouched_while_held = []
+
+    def release_once_the_others_are_over() -> None:
+        deadline = time.monotonic() + 300
+        while not all(run_status(runs / name).over for name in RUN_NAMES[1:]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        untouched_while_held.append(not (runs / "a2c_seed-0" / "eval_history.json").exists() and held.exists())
+        held.unlink()
+
+    releasing = threading.Thread(target=release_once_the_others_are_over, daemon=True)
+    releasing.start()
     args = ["campaign", "--runs-dir", str(runs), "--total-timesteps", "1000", "--parallel", "2", *CARTPOLE]
     assert main(args) == 0
+    releasing.join()
     out = capsys.readouterr().out
-    assert "a2c_seed-0: trained by another process, left alone" in out
-    assert not (runs / "a2c_seed-0" / "eval_history.json").exists() and held.exists()
-    for name in RUN_NAMES[1:]:
+    assert f"a2c_seed-0: trained by another process (host {socket.gethostname()}, pid {live_pid}); waiting" in out
+    assert untouched_while_held == [True]
+    assert "a2c_seed-0: started" in out  # the released run is trained now
+    for name in RUN_NAMES:
         record = RunDirectory(runs / name).read_history()
         assert [p["step"] for p in record["history"]] == [0, 500, 1_000], name
         session = record["provenance"][0]
         assert (session["torch_threads"], session["env_threads"]) == (1, 0)  # the CPU campaign's defaults
         assert "campaign: " in (runs / name / TRAIN_LOG).read_text()
     starts = sorted((RunDirectory(runs / n).read_history()["provenance"][0]["start_time"],
-                     RunDirectory(runs / n).read_history()["history"][-1]["time"]) for n in RUN_NAMES[1:])
+                     RunDirectory(runs / n).read_history()["history"][-1]["time"]) for n in RUN_NAMES)
     for i, (start, _) in enumerate(starts):  # never more than two runs at once
         assert sum(s <= start < end for s, end in starts[:i]) <= 1
     assert not (runs / CAMPAIGN_LOCK).exists()
 
-    held.unlink()
     assert main(args[:-len(CARTPOLE)] + CARTPOLE + ["--total-timesteps", "500"]) == 0
     out = capsys.readouterr().out
-    assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES[1:])
-    assert "a2c_seed-0: started" in out  # the released run is trained now
+    assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES)
 
 
 def test_second_campaign_is_harmless(tmp_path: Path, live_pid: int, capsys: pytest.CaptureFixture) -> None:
+    """It exits at once, and with 1, naming the runs that are not over: it did not finish what it was asked to."""
     hold_lock(tmp_path / CAMPAIGN_LOCK, live_pid)
-    assert main(["campaign", "--runs-dir", str(tmp_path), "--total-timesteps", "1000", *CARTPOLE]) == 0
-    assert f"a campaign is already running on {tmp_path}" in capsys.readouterr().out
+    assert main(["campaign", "--runs-dir", str(tmp_path), "--total-timesteps", "1000", *CARTPOLE]) == 1
+    out, err = capsys.readouterr()
+    assert f"a campaign is already running on {tmp_path}" in out
+    assert err == "not finished: " + ", ".join(f"{name} (not started, step 0)" for name in RUN_NAMES) + "\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [CAMPAIGN_LOCK]
 
 
-@pytest.mark.parametrize(("stop", "returncode"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(("stop", "returncode"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path, stop: signal.Signals,
                                                                   returncode: int) -> None:
-    """SIGTERM or Ctrl-C: every run checkpoints and exits; Ctrl-C (a notebook's interrupt) also ends the
-    campaign as interrupted, so that nothing after it runs."""
+    """SIGTERM or Ctrl-C: every run checkpoints and exits, and the campaign exits with 128 + the signal, naming the
+    runs left unfinished; Ctrl-C (a notebook's interrupt) also ends the campaign as interrupted, so that nothing
+    after it runs."""
     runs = tmp_path / "runs"
     proc = subprocess.Popen([sys.executable, "-m", "rlhelpers", "campaign", "--runs-dir", str(runs),
                              "--total-timesteps", "10000000", "--parallel", "2", "--checkpoint-interval-s", "3600",
@@ -122,6 +140,10 @@ def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path
     proc.send_signal(stop)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == returncode, out
+    stopped = [line for line in out.splitlines() if line.startswith("stopped by ")]
+    assert stopped == [f"stopped by {stop.name}; not finished: " + ", ".join(
+        f"{name} ({'paused' if i < 2 else 'not started'}, step {run_status(runs / name).steps:,})"
+        for i, name in enumerate(RUN_NAMES)) + "; the same command resumes them"], out
     for path, pid in zip(first_two, children, strict=True):
         assert RunDirectory(path).load_latest_checkpoint()["num_timesteps"] >= 10_000
         assert "(stopped by SIGTERM)" in (path / TRAIN_LOG).read_text()
@@ -197,9 +219,70 @@ def test_a_campaign_of_another_host_is_waited_out_not_taken_for_a_live_one(tmp_p
         write_history(tmp_path / name, [-21.0, -5.0, 3.0])  # all finished: nothing to train
     (tmp_path / CAMPAIGN_LOCK).write_text(json.dumps({"host": "gone-vm", "pid": 1, "heartbeat": time.time() - 298}))
     config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(tmp_path))
-    with pytest.warns(UserWarning, match="taking over run"):
+    with pytest.warns(UserWarning, match=f"taking over the campaign lock of {tmp_path} from dead owner"):
         assert run_campaign(config, CARTPOLE, parallel=2, poll_s=0.1) == 0
     out, err = capsys.readouterr()
     assert "already running" not in out and "gone-vm" in err
     assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES)
     assert not (tmp_path / CAMPAIGN_LOCK).exists()
+
+
+def test_a_campaign_restarted_while_the_killed_ones_runs_still_checkpoint_finishes_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The campaign is killed; its children get SIGTERM and checkpoint, slowly (the write-delay hook, as on
+    Drive). A campaign restarted at once finds those runs held by live processes: it waits for them, then trains
+    them, and ends with 0 only when every run is over (or it names the unfinished runs and fails)."""
+    runs = tmp_path / "runs"
+    args = ["campaign", "--runs-dir", str(runs), "--algos", "a2c", "task1", "task2", "--seeds", "0",
+            "--parallel", "2", *CARTPOLE, "--total-timesteps", "4000", "--eval-interval", "2000"]
+    first = subprocess.Popen([sys.executable, "-m", "rlhelpers", *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, env=dict(os.environ, **{TEST_WRITE_DELAY_ENV: "8"}))
+    first_two = [runs / name for name in ("a2c_seed-0", "task1_seed-0")]
+    deadline = time.monotonic() + 120
+    while not all(read_metrics(p / METRICS_FILE) for p in first_two):  # both are training, inside a slow save
+        assert time.monotonic() < deadline and first.poll() is None, "the first two runs never started training"
+        time.sleep(0.2)
+    first.kill()
+    first.wait()
+    code = main(args)
+    out, err = capsys.readouterr()
+    statuses = {name: run_status(runs / name) for name in ("a2c_seed-0", "task1_seed-0", "task2_seed-0")}
+    unfinished = [name for name, status in statuses.items() if not status.over]
+    assert code == 0 and not unfinished or code != 0 and unfinished and all(name in err for name in unfinished), \
+        (code, {name: status.state for name, status in statuses.items()}, out, err)
+    assert code == 0  # the children stop within seconds: the restarted campaign waits for them
+    assert "a2c_seed-0: trained by another process" in out
+
+
+def test_a_run_stopped_from_outside_is_named_and_the_campaign_fails(tmp_path: Path) -> None:
+    """A run's process stopped by someone else checkpoints and exits 0, but the run is not finished: the campaign,
+    which was asked to finish it, names it and exits with 1."""
+    runs = tmp_path / "runs"
+    run = runs / "a2c_seed-0"
+    proc = subprocess.Popen([sys.executable, "-m", "rlhelpers", "campaign", "--runs-dir", str(runs), "--algos", "a2c",
+                             "--seeds", "0", "--total-timesteps", "10000000", *CARTPOLE], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(m["global_step"] >= 10_000 for m in read_metrics(run / METRICS_FILE)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the run never reached step 10,000"
+        time.sleep(0.2)
+    os.kill(json.loads((run / LOCK_FILE).read_text())["pid"], signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    assert RunDirectory(run).load_latest_checkpoint()["num_timesteps"] >= 10_000
+    assert err.splitlines()[-1] == f"not finished: a2c_seed-0 (paused, step {run_status(run).steps:,})"
+
+
+def test_outside_a_terminal_the_campaign_lines_do_not_clear_and_redraw_the_bar(tmp_path: Path,
+                                                                              capsys: pytest.CaptureFixture) -> None:
+    """In a notebook each clear and redraw of the progress bar around a line is stored as an output of its own,
+    dozens of blank ones per campaign: outside a terminal the lines are printed plainly."""
+    for name in RUN_NAMES:  # one run paused without its checkpoints (its child fails at once), five finished
+        write_history(tmp_path / name, [-21.0] if name == RUN_NAMES[0] else [-21.0, -5.0, 3.0])
+    config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(tmp_path))
+    assert run_campaign(config, CARTPOLE, parallel=2, poll_s=0.1, show_progress=True) == 1
+    out, err = capsys.readouterr()
+    assert sorted(line.split(" (")[0] for line in out.splitlines()) == sorted([
+        f"{RUN_NAMES[0]}: started", *(f"{name}: finished, skipped" for name in RUN_NAMES[1:]),
+        f"{RUN_NAMES[0]}: ended with exit code 2"])
+    assert [part for part in err.split("\r") if not part.strip()] == [""]  # only before the bar's first line

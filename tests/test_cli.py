@@ -85,3 +85,12 @@ def test_plot_names_an_unreadable_history(tmp_path: Path, capsys: pytest.Capture
     assert main(["plot", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "comparison.png")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {tmp_path / 'a2c_seed-0' / 'eval_history.json'} is unreadable")
+
+
+def test_campaign_help_gives_the_exit_statuses(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["campaign", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert ("Exit status: 0 when every run asked for is over (finished, or stopped early above its stop return); "
+            "1 when a run failed or is not over (each named on stderr); 2 for bad input; 128 + N when stopped by "
+            "signal N (130 after Ctrl-C, 143 after SIGTERM)") in help_text

@@ -16,7 +16,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import warnings
 from functools import partial
 from pathlib import Path
 
@@ -480,6 +482,32 @@ def test_pruning_keeps_the_newest_and_never_the_new_one_out(tmp_path: Path) -> N
         assert run_dir.load_latest_checkpoint()["num_timesteps"] == 300
     run_dir.save_checkpoint({"num_timesteps": 400}, 400, keep=2)
     assert [step for step, _ in run_dir.checkpoints()] == [900, 400, 300]
+
+
+def test_each_checkpoint_that_does_not_load_is_one_short_line_and_so_is_the_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without torch's paragraphs of advice (weights_only, "file an issue"), and without a promise of an older
+    checkpoint when none is left; the staging folders of the saves are not left in the temp directory."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    run_dir = RunDirectory(tmp_path / "run")
+    run_dir.create()
+    for step in (100, 200, 300):
+        run_dir.save_checkpoint({"num_timesteps": step}, step, keep=3)
+    assert not any((tmp_path / "tmp" / "rlhelpers-staging").iterdir())
+    paths = [path for _, path in run_dir.checkpoints()]
+    paths[0].write_bytes(bytes(paths[0].stat().st_size))  # zeros: torch's weights_only unpickler refuses them
+    paths[1].write_bytes(paths[1].read_bytes()[:100])
+    paths[2].write_bytes(b"")
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(RLHelpersError) as error:
+        warnings.simplefilter("always")
+        run_dir.load_latest_checkpoint()
+    lines = [str(w.message) for w in caught if str(run_dir.path) in str(w.message)]
+    assert [line.split(" does not load (")[0] for line in lines] == [f"checkpoint {path}" for path in paths]
+    assert all("\n" not in line and "weights_only" not in line and len(line) < len(str(paths[0])) + 160
+               for line in lines), lines
+    assert [line.endswith("; falling back to an older checkpoint") for line in lines] == [True, True, False]
+    assert str(error.value) == (f"no checkpoint in {run_dir.path} loads ({', '.join(p.name for p in paths)}); "
+                                "restore one from a backup or delete the run directory to start over")
 
 
 def test_no_checkpoint_name_is_written_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import matplotlib.image
@@ -387,3 +388,18 @@ def test_a_run_is_finished_by_its_own_config(tmp_path: Path) -> None:
     rows = {r.name: r for r in report.evaluated_runs(tmp_path)}
     assert rows["a2c_seed-0"].first_step_above(18.0) == 1_000_000 and not rows["a2c_seed-0"].finished()
     assert rows["a2c_seed-100"].finished()
+
+
+@pytest.mark.parametrize("code", [0, 1, 143])
+def test_the_training_cell_raises_unless_every_run_of_the_campaign_is_over(code: int) -> None:
+    """algo = "all": anything but 0 (a run failed or is not over, or a signal stopped the campaign) stops the
+    notebook before a report is built from unfinished runs."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    cell = next(cell.source for cell in nb.cells if "train_campaign(options" in cell.source)
+    namespace = {"algo": "all", "runs_dir": "runs", "options": {}, "colab": types.SimpleNamespace(
+        require_drive=lambda runs_dir: None), "train_campaign": lambda options, show_progress: code}
+    if code == 0:
+        exec(cell, namespace)
+    else:
+        with pytest.raises(RuntimeError, match=f"the campaign ended with exit code {code}: not every run is over"):
+            exec(cell, namespace)

@@ -1,10 +1,15 @@
-"""The run lock across hosts, as after a Colab reconnect: two hosts are simulated through the lock's host field."""
+"""The run lock across hosts, as after a Colab reconnect (two hosts are simulated through the lock's host field),
+and between processes that meet one dead owner's lock at the same moment."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -99,3 +104,70 @@ def test_stale_owner_is_taken_over_at_once_and_a_released_lock_is_simply_taken(t
     arriving.acquire()
     assert holder(tmp_path)["host"] == arriving.owner["host"]
     arriving.release()
+
+
+# Each contender holds what it acquires (it never releases), so a second owner can only come from the race.
+CONTENDER = """
+import sys, time, warnings
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.runlock import RunLock
+warnings.simplefilter("ignore")
+held = []
+for line in sys.stdin:
+    path, start = line.split()
+    lock = RunLock(path)
+    while time.time() < float(start):  # all start at once
+        pass
+    try:
+        lock.acquire()
+    except RLHelpersError:
+        print("refused", flush=True)
+    else:
+        held.append(lock)
+        print("owner", flush=True)
+"""
+
+
+def test_processes_that_find_one_dead_owner_together_make_exactly_one_owner(tmp_path: Path) -> None:
+    """Four processes meet the lock of a dead process of this host at the same moment, 40 times over: each time
+    exactly one of them owns the run afterwards (the others are refused)."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    contenders = [subprocess.Popen([sys.executable, "-c", CONTENDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True) for _ in range(4)]
+    owners = []
+    try:
+        for trial in range(40):
+            run_dir = tmp_path / f"trial-{trial}"
+            run_dir.mkdir()
+            (run_dir / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid,
+                                                         "heartbeat": time.time()}))  # as older versions wrote it
+            start = time.time() + 0.1
+            for proc in contenders:
+                proc.stdin.write(f"{run_dir} {start}\n")
+                proc.stdin.flush()
+            owners.append(sum(proc.stdout.readline() == "owner\n" for proc in contenders))
+            assert holder(run_dir)["pid"] in {proc.pid for proc in contenders}
+    finally:
+        for proc in contenders:
+            proc.stdin.close()
+            proc.wait(timeout=30)
+    assert owners == [1] * 40, f"{sum(n != 1 for n in owners)} of 40 trials had {owners} owners"
+
+
+def test_claimants_that_died_holding_their_claims_do_not_block_the_takeover_of_an_unreadable_lock(
+        tmp_path: Path) -> None:
+    """A lock file cut short by a crash, and two takers that died while claiming it (one before writing its
+    claim's record): the next process still takes the run over, and removes the dead claims."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    raw = b'{"host": "colab-vm-1", "pi'
+    (tmp_path / LOCK_FILE).write_bytes(raw)
+    claim = f"{LOCK_FILE}.{hashlib.sha1(raw).hexdigest()[:16]}"
+    (tmp_path / f"{claim}-0").write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid,
+                                                     "heartbeat": time.time()}))
+    (tmp_path / f"{claim}-1").write_text("")
+    with pytest.warns(UserWarning, match="taking over run .*: its lock file is unreadable"):
+        RunLock(tmp_path).acquire()
+    assert holder(tmp_path)["pid"] == os.getpid()
+    assert [p.name for p in tmp_path.iterdir()] == [LOCK_FILE]

@@ -2,13 +2,16 @@
 
 ``run_campaign`` starts each unfinished run of the report as its own ``python -m rlhelpers train``
 process, logging to ``<runs_dir>/<run>/train.log``, and starts the next one when one ends. A run
-that another live process trains is left alone, and a second campaign on the same runs directory
-exits at once, so starting the campaign twice is harmless (one of another host, as before a Colab
-reconnect, is waited for until its heartbeat is stale). SIGTERM or Ctrl-C stops the campaign: it
-passes SIGTERM to its children, which checkpoint and exit; after Ctrl-C it raises KeyboardInterrupt.
-On Linux the children also get SIGTERM if the campaign itself is killed. ``train_campaign`` is the
-entry of the CLI and of the notebook's ``algo = "all"``: it checks the shared options once, then trains
-here or submits the runs to SLURM (``cluster``).
+that another live process trains (such as a child of a killed campaign, still checkpointing) is waited
+for and then trained if it is still unfinished. A second campaign on the same runs directory exits at
+once, so starting the campaign twice is harmless (one of another host, as before a Colab reconnect, is
+waited for until its heartbeat is stale). SIGTERM or Ctrl-C stops the campaign: it passes SIGTERM to its
+children, which checkpoint and exit; after Ctrl-C it raises KeyboardInterrupt. On Linux the children
+also get SIGTERM if the campaign itself is killed. It returns 0 only when every run it was asked for is
+over (finished, or stopped early above its stop return); otherwise it names the runs that are not and
+returns 1, or 128 + the signal that stopped it. ``train_campaign`` is the entry of the CLI and of the
+notebook's ``algo = "all"``: it checks the shared options once, then trains here or submits the runs
+to SLURM (``cluster``).
 
 ``run_status`` reads only files (history, metrics log, lock), so it works beside a running campaign.
 """
@@ -178,16 +181,50 @@ def _start_run(run: CampaignRun, runs_dir: Path, train_args: list[str]) -> subpr
                                 start_new_session=True, preexec_fn=_die_with_parent)
 
 
-def _reap_ended(running: dict[str, subprocess.Popen], runs_dir: Path, stopping: bool) -> list[str]:
-    """Forget the runs whose process ended, saying how; returns those that failed (not counting a stop)."""
-    failed = []
-    for name, process in list(running.items()):
+def _say(line: str) -> None:
+    """Print a line of the campaign's log. In a terminal, above the progress bar; elsewhere plainly, as in a
+    notebook, where tqdm's clearing and redrawing of the bar around each line is stored as output after output."""
+    if sys.stderr.isatty():
+        tqdm.write(line)
+    else:
+        print(line, flush=True)
+
+
+def _reap_ended(running: dict[CampaignRun, subprocess.Popen], runs_dir: Path,
+                stopping: bool) -> tuple[list[str], list[CampaignRun]]:
+    """Forget the runs whose process ended, saying how; returns those that failed (not counting a stop), and
+    those whose process failed because another live process holds the run now (to be waited for)."""
+    failed, held = [], []
+    for run, process in list(running.items()):
         if process.poll() is not None:
-            del running[name]
-            tqdm.write(f"{name}: ended with exit code {process.returncode} (log: {runs_dir / name / TRAIN_LOG})")
+            del running[run]
+            log = runs_dir / run.name / TRAIN_LOG
+            _say(f"{run.name}: ended with exit code {process.returncode} (log: {log})")
             if process.returncode != 0 and not stopping:
-                failed.append(name)
-    return failed
+                if RunLock(runs_dir / run.name).live_owner() is not None:
+                    held.append(run)
+                else:
+                    failed.append(run.name)
+    return failed, held
+
+
+def _next_run(queue: list[CampaignRun], config: TrainConfig, told: set[str]) -> CampaignRun | None:
+    """Take from ``queue`` the first run to start now. Runs that are over leave the queue; runs that another live
+    process trains stay in it, waited for (said once each)."""
+    for run in list(queue):
+        path = Path(config.runs_dir) / run.name
+        status = run_status(path, config.total_timesteps, config.stop_return)
+        if status.over:
+            queue.remove(run)
+            _say(f"{run.name}: {status.state}, skipped")
+        elif status.state != "running":
+            queue.remove(run)
+            return run
+        elif run.name not in told and (owner := RunLock(path).live_owner()) is not None:
+            told.add(run.name)
+            _say(f"{run.name}: trained by another process (host {owner.get('host')}, pid {owner.get('pid')}); "
+                 "waiting until it stops, then training it if it is unfinished")
+    return None
 
 
 def pending_runs(config: TrainConfig, runs: list[CampaignRun]) -> list[CampaignRun]:
@@ -197,9 +234,9 @@ def pending_runs(config: TrainConfig, runs: list[CampaignRun]) -> list[CampaignR
     for run in runs:
         status = run_status(Path(config.runs_dir) / run.name, config.total_timesteps, config.stop_return)
         if status.state == "running":
-            tqdm.write(f"{status.run_name}: trained by another process, left alone")
+            _say(f"{status.run_name}: trained by another process, left alone")
         elif status.over:
-            tqdm.write(f"{status.run_name}: {status.state}, skipped")
+            _say(f"{status.run_name}: {status.state}, skipped")
         else:
             pending.append(run)
     return pending
@@ -232,42 +269,67 @@ def _campaign_bar(config: TrainConfig, names: list[str], show: bool) -> tqdm:
                 postfix=f"{finished}/{len(names)} runs finished")
 
 
+def _outcome(config: TrainConfig, runs: list[CampaignRun], failed: list[str], signum: int | None) -> int:
+    """Say which runs are not over and return the exit code: 0 if all are, 128 + ``signum`` after a stop
+    (KeyboardInterrupt after Ctrl-C), else 1."""
+    statuses = [run_status(Path(config.runs_dir) / run.name, config.total_timesteps, config.stop_return)
+                for run in runs]
+    left = ", ".join(f"{s.run_name} ({'trained by another process' if s.state == 'running' else s.state}, "
+                     f"step {s.steps:,})" for s in statuses if not s.over and s.run_name not in failed)
+    if signum is not None:
+        _say(f"stopped by {signal.Signals(signum).name}" +
+             (f"; not finished: {left}; the same command resumes them" if left else ""))
+        if signum == signal.SIGINT:  # Ctrl-C, or a notebook's interrupt: stop what would come next, too
+            raise KeyboardInterrupt
+        return 128 + signum
+    if failed:
+        print(f"failed: {', '.join(failed)}; see their train.log", file=sys.stderr)
+    if left:
+        print(f"not finished: {left}", file=sys.stderr)
+    return 1 if failed or left else 0
+
+
 def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0,
                  runs: list[CampaignRun] | None = None, show_progress: bool = False) -> int:
     """Train or resume every one of ``runs`` (default: the report's six) that is not finished, ``parallel`` at
-    a time, in their order.
+    a time, in their order; a run that another live process trains is waited for.
 
     ``config`` holds the options every run shares (its algo, variant and seed are ignored); ``train_args`` are
     the same options as command-line arguments for the children. With
     ``show_progress``, one bar counts the environment steps of all the runs and the runs finished.
-    Returns 0 when every run ended without error, 1 otherwise.
+    Returns 0 when every run is over, 128 + the signal after SIGTERM (KeyboardInterrupt after Ctrl-C),
+    else 1, naming the runs that failed or are not over.
     """
     if parallel < 1:
         raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
     runs_dir = Path(config.runs_dir).resolve()
     runs_dir.mkdir(parents=True, exist_ok=True)
     config = dataclasses.replace(config, runs_dir=str(runs_dir))
-    lock = RunLock(runs_dir, file_name=CAMPAIGN_LOCK)
-    owner = lock.live_owner()
-    if owner is not None and owner.get("host") == lock.owner["host"]:
+    runs = campaign_runs() if runs is None else runs
+    lock = RunLock(runs_dir, file_name=CAMPAIGN_LOCK, what=f"the campaign lock of {runs_dir}")
+    try:
+        lock.acquire()  # a campaign of another host (a Colab VM before a reconnect) is waited for until it is stale
+    except RLHelpersError:
+        owner = lock.live_owner()
+        if owner is None:
+            raise
         print(f"a campaign is already running on {runs_dir} (host {owner.get('host')}, pid {owner.get('pid')}); "
               "`python -m rlhelpers status` shows its runs")
-        return 0
-    lock.acquire()  # a campaign of another host (a Colab VM before a reconnect) is waited for until it is stale
-    runs = campaign_runs() if runs is None else runs
+        return _outcome(config, runs, [], None)
     names = [run.name for run in runs]
-    pending = pending_runs(config, runs)
-    running: dict[str, subprocess.Popen] = {}
+    queue = list(runs)
+    running: dict[CampaignRun, subprocess.Popen] = {}
     failed: list[str] = []
+    told: set[str] = set()
     try:
         with StopRequest((signal.SIGTERM, signal.SIGINT)) as stop, _campaign_bar(config, names, show_progress) as bar:
-            while (pending and not stop.requested) or running:
-                failed += _reap_ended(running, runs_dir, stop.requested)
-                while pending and not stop.requested and len(running) < parallel:
-                    run = pending.pop(0)
-                    name = run.name
-                    running[name] = _start_run(run, runs_dir, train_args)
-                    tqdm.write(f"{name}: started (pid {running[name].pid})")
+            while (queue and not stop.requested) or running:
+                ended_failed, held = _reap_ended(running, runs_dir, stop.requested)
+                failed += ended_failed
+                queue[:0] = held
+                while not stop.requested and len(running) < parallel and (run := _next_run(queue, config, told)):
+                    running[run] = _start_run(run, runs_dir, train_args)
+                    _say(f"{run.name}: started (pid {running[run].pid})")
                 if stop.requested:  # the children checkpoint and exit on SIGTERM
                     for process in running.values():
                         if process.poll() is None:
@@ -281,12 +343,7 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
             _show_progress(bar, config, names)
     finally:
         lock.release()
-    if stop.received == signal.SIGINT:  # Ctrl-C, or a notebook's interrupt: stop what would come next, too
-        tqdm.write("stopped: every run checkpointed; the same command resumes them")
-        raise KeyboardInterrupt
-    if failed:
-        print(f"failed: {', '.join(failed)}; see their train.log", file=sys.stderr)
-    return 1 if failed else 0
+    return _outcome(config, runs, failed, stop.received)
 
 
 def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, parallel: int | None = None,

@@ -14,6 +14,7 @@ checkpoint or snapshot into the run directory pauses that many seconds halfway, 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -49,12 +50,20 @@ TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_WRITE_DELAY_S"
 BROKEN_SUFFIX = ".broken"
 
 
+def _load_failure(exc: Exception) -> str:
+    """One line on why torch did not load a file: its messages add paragraphs of advice (about ``weights_only``,
+    about filing an issue) that do not apply to a damaged file, so only the cause's first sentence is kept."""
+    text = str(exc).split("WeightsUnpickler error:")[-1]
+    cause = next((line.strip() for line in text.splitlines() if line.strip()), "").split(". ")[0]
+    return f"{type(exc).__name__}: {cause}" if cause else type(exc).__name__
+
+
 def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     """The model (float32 weights), config and step of a saved model: a snapshot or an exported policy."""
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises EOFError, RuntimeError, UnpicklingError, ... on damage
-        raise RLHelpersError(f"{path} does not load ({type(exc).__name__}: {exc}); delete it, or restore it "
+        raise RLHelpersError(f"{path} does not load ({_load_failure(exc)}); delete it, or restore it "
                              "from a backup") from exc
     config = TrainConfig.from_dict(saved["config"])
     # Building a network draws its initial weights from torch's global generator, which is the training's
@@ -116,7 +125,7 @@ def load_checkpoint_file(path: Path) -> dict[str, Any]:
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises EOFError, OSError, RuntimeError, UnpicklingError, ... on damage
-        raise RLHelpersError(f"checkpoint {path} does not load ({type(exc).__name__}: {exc})") from exc
+        raise RLHelpersError(f"checkpoint {path} does not load ({_load_failure(exc)})") from exc
     if not isinstance(state, dict) or "num_timesteps" not in state:
         raise RLHelpersError(f"checkpoint {path} does not hold a training state")
     return state
@@ -187,6 +196,8 @@ class RunDirectory:
             raise write_error(f"{what} {target}", exc, note) from exc
         finally:
             local.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # an empty staging folder is not left in the temp directory
+                local.parent.rmdir()
 
     def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> Path:
         """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""
@@ -233,18 +244,17 @@ class RunDirectory:
     def load_latest_checkpoint(self) -> dict[str, Any] | None:
         """The newest checkpoint that loads, or None if there is none at all.
 
-        Broken checkpoints are skipped with a warning; if checkpoints exist but none loads, raise.
+        Each broken checkpoint is skipped with a one-line warning; if checkpoints exist but none loads, raise.
         """
         candidates = self.checkpoints()
-        problems = []
-        for _, path in candidates:
+        for i, (_, path) in enumerate(candidates):
             try:
                 return load_checkpoint_file(path)
             except RLHelpersError as exc:
-                problems.append(str(exc))
-                warnings.warn(f"{exc}; falling back to an older checkpoint", stacklevel=2)
+                warnings.warn(f"{exc}; falling back to an older checkpoint" if i + 1 < len(candidates) else str(exc),
+                              stacklevel=2)
         if candidates:
-            raise RLHelpersError(f"no checkpoint in {self.path} loads ({'; '.join(problems)}); "
+            raise RLHelpersError(f"no checkpoint in {self.path} loads ({', '.join(p.name for _, p in candidates)}); "
                                  "restore one from a backup or delete the run directory to start over")
         return None
 

@@ -91,8 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
         "campaign", help="train or resume all six runs of the report, N at a time",
         description="Train or resume the runs of every algorithm of the table (or of --algos) with seeds 0 and 100 "
                     "(or --seeds), seed by seed, each in its own process logging to <runs-dir>/<run>/train.log. "
-                    "Finished runs are skipped, runs trained by another live process are left alone. Ctrl-C or "
-                    "SIGTERM checkpoints and stops every run.")
+                    "Finished runs are skipped; a run that another live process trains is waited for, then trained "
+                    "if it is unfinished. Ctrl-C or SIGTERM checkpoints and stops every run.",
+        epilog="Exit status: 0 when every run asked for is over (finished, or stopped early above its stop return); "
+               "1 when a run failed or is not over (each named on stderr); 2 for bad input; 128 + N when stopped "
+               "by signal N (130 after Ctrl-C, 143 after SIGTERM). With --cluster: 0 once the runs are submitted.")
     campaign_parser.add_argument("--algos", nargs="+", choices=ARMS, default=list(ALGOS), metavar="ALGO",
                                  help="train only these algorithms' runs; <algo>-<variant> names a variant's runs "
                                       f"({', '.join(ARMS)}; default: {' '.join(ALGOS)})")

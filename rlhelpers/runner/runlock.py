@@ -7,12 +7,28 @@ heartbeat is ``stale_after_s`` old. After a Colab reconnect the new VM has anoth
 over with a warning. If the heartbeat moves while it waits, the owner is alive and ``acquire``
 refuses. An owner whose lock was taken over learns it at its next ``heartbeat`` (an
 ``RLHelpersError``), so two processes never keep writing one run.
+
+Taking a dead owner's lock over is atomic, though it uses only what a synced folder such as Google Drive
+guarantees: create-exclusive (``O_EXCL``) and rename. Every record holds a random token, so a lock file's
+bytes never recur; each version of the file is unique. To replace a version V, a process must hold a claim
+on it: the file ``<lock>.<hash of V>-0``, created with ``O_EXCL``, which one process gets and the others
+find existing. Holding it, the process re-reads the lock and only if it is still V writes its own record to
+a temporary file and renames that over the lock. Nothing can change V between that re-read and the rename:
+V's owner is dead (on another host: stale, trusted to be gone), a fresh owner needs the lock file gone, and
+another taker needs the claim. So V is replaced at most once, by a live owner, and every other contender
+then finds that owner and is refused (or waits, as for any live owner). A claim file is a record like the
+lock's: a claimant that dies holding it is judged dead as an owner is, and the next claim, ``-1``, is
+contended for in the same way. Once V is gone its claims can never matter again, and whoever gets past them
+removes them. Records of older versions, without a token, are unique by their pid and heartbeat.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import os
+import secrets
 import socket
 import sys
 import time
@@ -20,7 +36,9 @@ import warnings
 from pathlib import Path
 
 from rlhelpers.core.errors import RLHelpersError, write_error
-from rlhelpers.runner.files import LOCK_FILE
+from rlhelpers.runner.files import LOCK_FILE, write_atomically
+
+POLL_S = 0.05  # between two looks at a claim that another process holds
 
 
 def _pid_alive(pid: int) -> bool:
@@ -33,6 +51,26 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _read(path: Path) -> tuple[bytes, dict] | None:
+    """The bytes and record of a lock or claim file, None if there is none; the record is {} if it stays unreadable.
+
+    Such a file is created with its content in one write, so an empty or partial read can only be a
+    creation in progress (retried briefly) or a file damaged by a crash or a sync.
+    """
+    raw = b""
+    for attempt in range(5):
+        try:
+            raw = path.read_bytes()
+            record = json.loads(raw)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            time.sleep(0.05 * (attempt + 1))
+            continue
+        return raw, record if isinstance(record, dict) else {}
+    return raw, {}
 
 
 def _age(owner: dict) -> float:
@@ -48,29 +86,18 @@ class RunLock:
     """Exclusive ownership of a run directory, refreshed by ``heartbeat()`` while training."""
 
     def __init__(self, run_dir: str | os.PathLike, stale_after_s: float = 300.0, beat_every_s: float = 30.0,
-                 file_name: str = LOCK_FILE) -> None:
+                 file_name: str = LOCK_FILE, what: str | None = None) -> None:
         self.path = Path(run_dir) / file_name
+        self.what = what or f"run {self.path.parent.name}"  # how messages name the lock
         self.stale_after_s = stale_after_s
         self.beat_every_s = beat_every_s
-        self.owner = {"host": socket.gethostname(), "pid": os.getpid()}
+        self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "token": secrets.token_hex(8)}
         self._last_beat = 0.0
 
     def _read(self) -> dict | None:
-        """The lock's record, None if there is no lock file, {} if it stays unreadable.
-
-        A lock file is created with its content in one write, so an empty or partial read can only
-        be a creation in progress (retried briefly) or a file damaged by a crash or a sync.
-        """
-        for attempt in range(5):
-            try:
-                record = json.loads(self.path.read_text())
-            except FileNotFoundError:
-                return None
-            except (OSError, json.JSONDecodeError):
-                time.sleep(0.05 * (attempt + 1))
-                continue
-            return record if isinstance(record, dict) else {}
-        return {}
+        """The lock's record, None if there is no lock file, {} if it stays unreadable."""
+        version = _read(self.path)
+        return None if version is None else version[1]
 
     def _owner_alive(self, owner: dict) -> bool:
         if not owner:
@@ -93,16 +120,13 @@ class RunLock:
         return json.dumps(dict(self.owner, heartbeat=now)).encode()
 
     def _write(self) -> None:
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_bytes(self._record())
-            os.replace(tmp, self.path)
+        try:  # a temporary file of this process's own, as two processes may write a lock at once
+            write_atomically(self.path, self._record(), self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp"))
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise write_error(str(self.path), exc) from exc
 
     def _refusal(self, owner: dict, why: str) -> RLHelpersError:
-        return RLHelpersError(f"run {self.path.parent.name} is being trained by another process "
+        return RLHelpersError(f"{self.what} is being trained by another process "
                               f"({_describe(owner)}){why}; stop that one first")
 
     def _wait_until_stale(self, owner: dict) -> bool:
@@ -113,7 +137,7 @@ class RunLock:
         two hosts' clocks disagree.
         """
         wait_s = self.stale_after_s - max(_age(owner), 0.0)
-        print(f"run {self.path.parent.name} is locked by {_describe(owner)}. After a Colab reconnect that is "
+        print(f"{self.what} is locked by {_describe(owner)}. After a Colab reconnect that is "
               "this run's previous session, on a machine that is gone: it counts as dead once its heartbeat is "
               f"{self.stale_after_s:.0f} s old, so this takes the run over in {wait_s:.0f} s (interrupt to stop).",
               file=sys.stderr, flush=True)
@@ -127,6 +151,49 @@ class RunLock:
                 raise self._refusal(current, ": its lock changed while this one waited, so it is alive")
         return True
 
+    def _create(self, path: Path) -> bool:
+        """Create ``path`` holding this process's record, unless it exists (then False)."""
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            raise RLHelpersError(f"cannot write in run directory {self.path.parent}: {exc.strerror}; "
+                                 "choose a writable --runs-dir") from exc
+        try:
+            os.write(fd, self._record())
+        except OSError:
+            path.unlink(missing_ok=True)
+            raise
+        finally:
+            os.close(fd)
+        return True
+
+    def _take_over(self, raw: bytes) -> bool:
+        """Replace the lock file holding ``raw``, whose owner is dead, by this process's record under a claim
+        (see the module docstring); False if the lock changed first."""
+        key = hashlib.sha1(raw).hexdigest()[:16]
+        claims: list[Path] = []
+        try:
+            for n in itertools.count():
+                claims.append(self.path.with_name(f"{self.path.name}.{key}-{n}"))
+                while not self._create(claims[-1]):
+                    claim = _read(claims[-1])
+                    if claim is not None and not self._owner_alive(claim[1]):
+                        break  # its claimant died: contend for the next claim
+                    if (_read(self.path) or (b"",))[0] != raw:
+                        return False
+                    time.sleep(POLL_S)
+                else:
+                    break
+            if (_read(self.path) or (None,))[0] != raw:
+                return False
+            self._write()
+            return True
+        finally:  # the version ``raw`` is gone now, so its claims can never matter again
+            for claim in claims:
+                claim.unlink(missing_ok=True)
+
     def acquire(self) -> None:
         """Take the lock, waiting for an owner on another host to go stale (see the module docstring).
 
@@ -134,36 +201,24 @@ class RunLock:
         ``RLHelpersError`` naming it.
         """
         while True:
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-                try:
-                    os.write(fd, self._record())
-                except OSError:
-                    self.path.unlink(missing_ok=True)
-                    raise
-                finally:
-                    os.close(fd)
+            if self._create(self.path):
                 return
-            except FileExistsError:
-                pass
-            except OSError as exc:
-                raise RLHelpersError(f"cannot write in run directory {self.path.parent}: {exc.strerror}; "
-                                     "choose a writable --runs-dir") from exc
-            owner = self._read()
-            if owner is None:
+            version = _read(self.path)
+            if version is None:
                 continue  # released between the two calls
+            raw, owner = version
             if self._is_self(owner):
-                break
+                self._write()
+                return
             if self._owner_alive(owner):
                 if owner.get("host") == self.owner["host"]:
                     raise self._refusal(owner, "")
                 if not self._wait_until_stale(owner):
                     continue
-            name = self.path.parent.name
-            warnings.warn(f"taking over run {name} from dead owner ({_describe(owner)})" if owner
-                          else f"taking over run {name}: its lock file is unreadable", stacklevel=2)
-            break
-        self._write()
+            if self._take_over(raw):
+                warnings.warn(f"taking over {self.what} from dead owner ({_describe(owner)})" if owner
+                              else f"taking over {self.what}: its lock file is unreadable", stacklevel=2)
+                return
 
     def heartbeat(self) -> None:
         """Refresh the heartbeat if ``beat_every_s`` has passed since the last one.
@@ -176,7 +231,7 @@ class RunLock:
         owner = self._read()
         if owner and not self._is_self(owner):
             raise RLHelpersError(
-                f"run {self.path.parent.name} was taken over by host {owner.get('host')} (pid {owner.get('pid')}), "
+                f"{self.what} was taken over by host {owner.get('host')} (pid {owner.get('pid')}), "
                 "which found this process's heartbeat stale; this process stops and leaves the run to it")
         self._write()
 
