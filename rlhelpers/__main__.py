@@ -1,5 +1,5 @@
-"""``python -m rlhelpers``: the command line of ``rlhelpers.runner.cli``."""
+"""``python -m rlhelpers``: the command line of ``rlhelpers.cli``."""
 
-from rlhelpers.runner.cli import run
+from rlhelpers.cli import run
 
 run()

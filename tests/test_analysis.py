@@ -342,7 +342,7 @@ def test_results_of_gone_snapshots_survive_a_run_that_has_fewer_steps(tmp_path) 
 
 
 def test_analyze_command_refuses_bad_counts_and_runs_without_snapshots(tmp_path, capsys) -> None:
-    from rlhelpers.runner.cli import main
+    from rlhelpers.cli import main
 
     assert main(["analyze", "--runs-dir", str(tmp_path), "--rollouts", "0"]) == 2
     assert "--rollouts and --stages must be positive integers" in capsys.readouterr().err

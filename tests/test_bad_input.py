@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from rlhelpers.cli import main
 from rlhelpers.runner.checkpoint import RunDirectory
-from rlhelpers.runner.cli import main
 
 
 class GridEnv(gym.Env):

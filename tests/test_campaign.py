@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from rlhelpers.cli import main
 from rlhelpers.runner.campaign import campaign_runs, run_campaign, run_status, status_table
 from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory
-from rlhelpers.runner.cli import main
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.files import CAMPAIGN_LOCK, LOCK_FILE, METRICS_FILE, TRAIN_LOG
 from rlhelpers.runner.metrics_log import read_metrics

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.runner.cli import build_parser
+from rlhelpers.cli import build_parser
 from rlhelpers.runner.config import TrainConfig
 
 
@@ -68,7 +68,7 @@ def test_status_piped_into_a_reader_that_leaves_early_shows_no_traceback(tmp_pat
 
 
 def test_status_and_plot_refuse_a_runs_dir_that_holds_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from rlhelpers.runner.cli import main
+    from rlhelpers.cli import main
 
     out = tmp_path / "comparison.png"
     assert main(["status", "--runs-dir", str(tmp_path / "typo")]) == 2
@@ -78,7 +78,7 @@ def test_status_and_plot_refuse_a_runs_dir_that_holds_nothing(tmp_path: Path, ca
 
 
 def test_plot_names_an_unreadable_history(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from rlhelpers.runner.cli import main
+    from rlhelpers.cli import main
 
     (tmp_path / "a2c_seed-0").mkdir()
     (tmp_path / "a2c_seed-0" / "eval_history.json").write_text('{"history": [')  # cut off mid-write

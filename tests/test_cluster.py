@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.runner.campaign import CampaignRun, train_campaign
+from rlhelpers.cli import main
+from rlhelpers.runner.campaign import train_campaign
 from rlhelpers.runner.checkpoint import RunDirectory
-from rlhelpers.runner.cli import main
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.files import TRAIN_LOG
+from rlhelpers.runner.launch import CampaignRun
 
 CARTPOLE = dict(env_id="CartPole-v1", n_envs=4, eval_interval=500, n_eval_episodes=2, n_eval_envs=2,
                 stop_return=1000.0, wandb_mode="disabled", device="cpu")

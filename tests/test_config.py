@@ -1,11 +1,19 @@
 """Defaults that depend on the algorithm and the kind of env; explicit values always win; values are checked."""
 
+import re
 from pathlib import Path
 
 import pytest
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import TrainConfig, config_differences, format_run_name, parse_run_name, validate
+from rlhelpers.runner.config import (
+    TrainConfig,
+    config_differences,
+    format_run_name,
+    parse_run_name,
+    validate,
+    whole_number,
+)
 
 
 def test_atari_defaults_follow_the_experiment() -> None:
@@ -57,13 +65,27 @@ def test_a_variant_sets_its_values_and_names_the_run() -> None:
             validate(TrainConfig(**{"algo": "task1", **values}))
 
 
+def test_whole_floats_are_integers_everywhere() -> None:
+    """One rule for the command line (``1e7``), papermill (``-p total_timesteps 5e3`` gives 5000.0) and Python."""
+    config = TrainConfig(total_timesteps=5e3, n_envs=4.0, seed=100.0)
+    assert (config.total_timesteps, config.n_envs, config.seed) == (5000, 4, 100)
+    assert all(type(value) is int for value in (config.total_timesteps, config.n_envs, config.seed))
+    assert TrainConfig(lr=1.0).lr == 1.0 and type(TrainConfig(lr=1.0).lr) is float  # float fields stay floats
+    assert [whole_number(text) for text in ("10000000", "1e7", "1_000_000", "-3")] == [10_000_000, 10_000_000,
+                                                                                        1_000_000, -3]
+    for value, message in (("1.5", "not a whole number: '1.5'"), ("ten", "invalid integer: 'ten'"),
+                           (2.5, "not a whole number: 2.5"), (True, "not a whole number: True")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            whole_number(value)
+
+
 @pytest.mark.parametrize(("values", "message"), [
     ({"stop_return": "18"}, "stop_return must be a number, got '18' (papermill's -r passes text: use -p)"),
     ({"lr": "7e-4"}, "lr must be a number, got '7e-4' (papermill's -r passes text: use -p)"),
     ({"seed": "0"}, "seed must be an integer, got '0' (papermill's -r passes text: use -p)"),
     ({"n_envs": "4"}, "n_envs must be an integer, got '4' (papermill's -r passes text: use -p)"),
     ({"gamma": True}, "gamma must be a number, got True"),
-    ({"n_envs": 4.0}, "n_envs must be an integer, got 4.0"),
+    ({"n_envs": 4.5}, "n_envs must be an integer, got 4.5"),
     ({"keep_checkpoints": True}, "keep_checkpoints must be an integer, got True"),
     ({"device": 0}, "device must be text, got 0"),
     ({"runs_dir": 1}, "runs_dir must be text, got 1"),

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rlhelpers.report.results import NOTEBOOK_PARAMETERS
-from rlhelpers.runner.cli import build_parser
+from rlhelpers.cli import build_parser
+from rlhelpers.notebook import NOTEBOOK_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

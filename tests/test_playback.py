@@ -83,7 +83,7 @@ def test_missing_policy_and_snapshot_are_clear_errors(tmp_path: Path) -> None:
 
 
 def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: pytest.CaptureFixture) -> None:
-    from rlhelpers.runner.cli import main
+    from rlhelpers.cli import main
 
     assert main(["evaluate", str(pong_run), "--episodes", "2", "--export"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -114,8 +114,8 @@ def test_a_shorter_rescore_of_the_same_policy_keeps_the_longer_one(tmp_path: Pat
 
 
 def test_an_oversized_video_is_refused_and_removed(pong_run: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    from rlhelpers.cli import main
     from rlhelpers.report import playback
-    from rlhelpers.runner.cli import main
 
     export_policy(pong_run)
     monkeypatch.setattr(playback, "MAX_VIDEO_BYTES", 1_000)

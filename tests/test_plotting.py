@@ -148,7 +148,7 @@ def test_plot_lists_missing_runs_and_writes_png(tmp_path) -> None:
 
 
 def test_figures_go_beside_other_runs_and_to_figures_for_the_committed_ones(tmp_path, monkeypatch, capsys) -> None:
-    from rlhelpers.runner.cli import main
+    from rlhelpers.cli import main
 
     monkeypatch.chdir(tmp_path)
     assert figures_dir("runs") == figures_dir("./runs") == figures_dir(tmp_path / "runs") == Path("figures")

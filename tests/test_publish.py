@@ -17,9 +17,9 @@ import wandb
 from wandb.proto import wandb_internal_pb2
 from wandb_offline import history_rows, run_records
 
+from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner import publish
-from rlhelpers.runner.cli import main
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.files import LOCK_FILE, METRICS_FILE, checkpoint_name
 from rlhelpers.runner.metrics_log import read_metrics

@@ -62,7 +62,8 @@ def test_training_without_a_key_says_so_and_logs_offline(no_key: Path, tmp_path:
                                                          capsys: pytest.CaptureFixture) -> None:
     config, _ = resolve_config(TrainConfig(env_id="CartPole-v1", runs_dir=str(tmp_path / "my runs"), wandb_mode=None))
     assert config.wandb_mode == "offline"  # settled once, with the rest of the config
-    tracker = Tracker(config, "abcd1234", MetricsLog(tmp_path / "metrics.jsonl"))
+    tracker = Tracker(config.run_name, "abcd1234", config.to_dict(), config.runs_dir,
+                      MetricsLog(tmp_path / "metrics.jsonl"))
     try:
         assert tracker.url is None
         tracker.log({"charts/episode_return": 1.0}, step=10)

@@ -1,87 +1,22 @@
-"""What ``report.ipynb`` shows besides training and the plots: its checked parameters and run config, the
-results table (a row per ``RunRecord`` of ``evaluated_runs``), where paired histories part, the measured
-gradient facts, the re-scores and the agent's video. Where the runs
-live and how W&B is set up, on Colab or elsewhere, is ``colab``'s.
+"""What ``report.ipynb`` shows besides the plots: the results table (a row per ``RunRecord`` of
+``evaluated_runs``), where paired histories part, the measured gradient facts, the re-scores and the agent's
+video. Its parameters, and where the runs live, are ``rlhelpers.notebook``'s.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
-import difflib
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, markdown_table, pair_divergences
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, expected_runs, validate
+from rlhelpers.runner.config import REPORT_SEEDS, expected_runs
 from rlhelpers.runner.records import RunRecord, read_runs
-from rlhelpers.runner.tracking import project_link, run_url  # noqa: F401  (project_link: the notebook's)
-
-REPORT_ONLY = "none"
-ALL_RUNS = "all"
-# The names of report.ipynb's parameters cell.
-NOTEBOOK_PARAMETERS = ("algo", "seed", "env_id", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes",
-                       "stop_return", "runs_dir", "wandb_project", "wandb_entity", "wandb_mode", "recompute_analysis",
-                       "device", "repo_url")
-_INT_PARAMS = ("seed", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes")
-
-
-def check_parameters(executed_cells: list[str], recompute_analysis: object) -> None:
-    """Stop on what papermill lets through: a ``-p`` name that is not one of ``NOTEBOOK_PARAMETERS``
-    (papermill only warns, and the default stays in force) and text for the ``recompute_analysis`` flag
-    (``-r`` passes text, and any text is true). ``executed_cells`` are the kernel's cell sources (IPython's
-    ``In``); papermill's injected cell is the one that starts with ``# Parameters``."""
-    for source in executed_cells:
-        if not source.startswith("# Parameters\n"):
-            continue
-        for node in ast.parse(source).body:
-            for target in getattr(node, "targets", []):
-                if (isinstance(target, ast.Name) and target.id not in NOTEBOOK_PARAMETERS
-                        and not target.id.startswith("PAPERMILL_")):  # --inject-paths adds these
-                    close = difflib.get_close_matches(target.id, NOTEBOOK_PARAMETERS, n=1)
-                    raise RLHelpersError(f"unknown parameter {target.id!r}"
-                                         + (f": did you mean {close[0]!r}?" if close else "")
-                                         + f" The parameters are {', '.join(NOTEBOOK_PARAMETERS)}")
-    if not isinstance(recompute_analysis, bool):
-        raise RLHelpersError(f"recompute_analysis must be True or False, got {recompute_analysis!r} "
-                             "(papermill's -r passes text: use -p)")
-
-
-def run_options(**params: Any) -> dict[str, Any]:
-    """The notebook's parameters as ``TrainConfig`` fields: whole floats (papermill reads
-    ``-p total_timesteps 5e3`` as 5000.0) become ints where the field is an integer."""
-    return {name: int(value) if name in _INT_PARAMS and isinstance(value, float) and value.is_integer() else value
-            for name, value in params.items()}
-
-
-def run_config(algo: str, **params: Any) -> TrainConfig | None:
-    """The validated ``TrainConfig`` of the run to train (``params``: ``TrainConfig`` fields, through
-    ``run_options``); None for ``algo='none'`` (report only) and for ``'all'``, every unfinished run of
-    the report (``campaign.train_campaign``), whose options are checked here for every algorithm."""
-    params = run_options(**params)
-    if algo in (REPORT_ONLY, ALL_RUNS):
-        for each in ALGOS if algo == ALL_RUNS else ():
-            validate(TrainConfig(algo=each, **params))
-        return None
-    if algo not in ALGOS:
-        raise RLHelpersError(f"unknown algo {algo!r}: choose one of {', '.join(ALGOS)}, {ALL_RUNS!r} to train "
-                             f"every run of the report, or {REPORT_ONLY!r} to only build the report from the runs "
-                             "present")
-    return validate(TrainConfig(algo=algo, **params))
-
-
-def target_return(env_id: str, stop_return: float | None) -> float:
-    """The return the table and the discussion measure the runs against: ``stop_return``, or else the
-    one runs of ``env_id`` stop at by default (18 on Atari, the reward threshold on classic control)."""
-    if stop_return is not None:
-        return float(stop_return)
-    return float(validate(TrainConfig(env_id=env_id)).stop_return)
-
+from rlhelpers.runner.tracking import run_url
 
 MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
 

@@ -18,7 +18,6 @@ to SLURM (``cluster``).
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import signal
 import subprocess
@@ -26,37 +25,23 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, format_run_name, parse_arm, resolve_config
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, parse_arm, resolve_config
+from rlhelpers.runner.console import progress_bar, say
 from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
+from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
 from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
 
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
-PR_SET_PDEATHSIG = 1
 RUN_FIELDS = ("algo", "variant", "seed")  # set per run by the campaign
 
-
-class CampaignRun(NamedTuple):
-    """One run a campaign trains: an algorithm, its variant ("" for none) and a seed."""
-
-    algo: str
-    variant: str
-    seed: int
-
-    @property
-    def name(self) -> str:
-        return format_run_name(self.algo, self.seed, self.variant)
-
-    def train_args(self) -> list[str]:
-        """The ``train`` options that name this run."""
-        return ["--algo", self.algo, "--seed", str(self.seed), *(["--variant", self.variant] if self.variant else [])]
 
 
 def campaign_runs(arms: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[CampaignRun]:
@@ -85,11 +70,7 @@ class RunStatus:
     best_mean: float | None
     steps_per_s: float | None
     state: str
-
-    @property
-    def over(self) -> bool:
-        """Whether the run is done: its budget spent, or stopped early above its stop return."""
-        return self.state == "finished" or self.state.startswith("stopped at")
+    over: bool  # done: its budget spent, or stopped early above its stop return (``RunRecord.finished``)
 
     @property
     def eta_s(self) -> float | None:
@@ -124,17 +105,19 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
     steps = max([e.step for e in record.evaluations[-1:]] + [int(m["global_step"]) for m in metrics[-1:]] + [0])
     last_mean, last_sem = (record.last.mean, record.last.sem) if record.last is not None else (None, None)
     best_mean = record.best.mean if record.best is not None else None
+    over = record.finished(total, stop)
     if path.is_dir() and RunLock(path).live_owner() is not None:
         state = "running"
     elif record.stopped_early(stop):
         state = f"stopped at > {stop:g}"
-    elif record.finished(total, stop):
+    elif over:
         state = "finished"
     elif record.evaluations or metrics:
         state = "paused"
     else:
         state = "not started"
-    return RunStatus(path.name, steps, total, last_mean, last_sem, best_mean, _recent_rate(metrics), state)
+    return RunStatus(path.name, steps, total, last_mean, last_sem, best_mean, _recent_rate(metrics), state,
+                     over and state != "running")
 
 
 def _fmt_duration(seconds: float | None) -> str:
@@ -162,34 +145,6 @@ def status_table(runs_dir: str | Path) -> str:
     return "\n".join(lines)
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: ask Linux to send SIGTERM when the campaign dies (no-op elsewhere)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-
-
-def _start_run(run: CampaignRun, runs_dir: Path, train_args: list[str]) -> subprocess.Popen:
-    run_path = runs_dir / run.name
-    run_path.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "rlhelpers", "train", *run.train_args(), "--runs-dir", str(runs_dir), *train_args]
-    with open(run_path / TRAIN_LOG, "ab") as log:
-        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} campaign: {' '.join(command)}\n".encode())
-        log.flush()
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_die_with_parent)
-
-
-def _say(line: str) -> None:
-    """Print a line of the campaign's log. In a terminal, above the progress bar; elsewhere plainly, as in a
-    notebook, where tqdm's clearing and redrawing of the bar around each line is stored as output after output."""
-    if sys.stderr.isatty():
-        tqdm.write(line)
-    else:
-        print(line, flush=True)
-
-
 def _reap_ended(running: dict[CampaignRun, subprocess.Popen], runs_dir: Path,
                 stopping: bool) -> tuple[list[str], list[CampaignRun]]:
     """Forget the runs whose process ended, saying how; returns those that failed (not counting a stop), and
@@ -199,7 +154,7 @@ def _reap_ended(running: dict[CampaignRun, subprocess.Popen], runs_dir: Path,
         if process.poll() is not None:
             del running[run]
             log = runs_dir / run.name / TRAIN_LOG
-            _say(f"{run.name}: ended with exit code {process.returncode} (log: {log})")
+            say(f"{run.name}: ended with exit code {process.returncode} (log: {log})")
             if process.returncode != 0 and not stopping:
                 if RunLock(runs_dir / run.name).live_owner() is not None:
                     held.append(run)
@@ -216,13 +171,13 @@ def _next_run(queue: list[CampaignRun], config: TrainConfig, told: set[str]) -> 
         status = run_status(path, config.total_timesteps, config.stop_return)
         if status.over:
             queue.remove(run)
-            _say(f"{run.name}: {status.state}, skipped")
+            say(f"{run.name}: {status.state}, skipped")
         elif status.state != "running":
             queue.remove(run)
             return run
         elif run.name not in told and (owner := RunLock(path).live_owner()) is not None:
             told.add(run.name)
-            _say(f"{run.name}: trained by another process (host {owner.get('host')}, pid {owner.get('pid')}); "
+            say(f"{run.name}: trained by another process (host {owner.get('host')}, pid {owner.get('pid')}); "
                  "waiting until it stops, then training it if it is unfinished")
     return None
 
@@ -234,9 +189,9 @@ def pending_runs(config: TrainConfig, runs: list[CampaignRun]) -> list[CampaignR
     for run in runs:
         status = run_status(Path(config.runs_dir) / run.name, config.total_timesteps, config.stop_return)
         if status.state == "running":
-            _say(f"{status.run_name}: trained by another process, left alone")
+            say(f"{status.run_name}: trained by another process, left alone")
         elif status.over:
-            _say(f"{status.run_name}: {status.state}, skipped")
+            say(f"{status.run_name}: {status.state}, skipped")
         else:
             pending.append(run)
     return pending
@@ -264,9 +219,8 @@ def _campaign_bar(config: TrainConfig, names: list[str], show: bool) -> tqdm:
     """One bar over all the runs ``names``: environment steps done of their budgets summed, and runs finished;
     what was done before this session is its starting point, so its speed and ETA are this session's."""
     done, finished = _progress(config, names) if show else (0, 0)
-    return tqdm(total=len(names) * config.total_timesteps, initial=done, desc="campaign", unit="step",
-                unit_scale=True, disable=not show, mininterval=1.0 if sys.stderr.isatty() else 30.0, file=sys.stderr,
-                postfix=f"{finished}/{len(names)} runs finished")
+    return progress_bar(total=len(names) * config.total_timesteps, initial=done, desc="campaign", unit="step",
+                        unit_scale=True, disable=not show, postfix=f"{finished}/{len(names)} runs finished")
 
 
 def _outcome(config: TrainConfig, runs: list[CampaignRun], failed: list[str], signum: int | None) -> int:
@@ -277,7 +231,7 @@ def _outcome(config: TrainConfig, runs: list[CampaignRun], failed: list[str], si
     left = ", ".join(f"{s.run_name} ({'trained by another process' if s.state == 'running' else s.state}, "
                      f"step {s.steps:,})" for s in statuses if not s.over and s.run_name not in failed)
     if signum is not None:
-        _say(f"stopped by {signal.Signals(signum).name}" +
+        say(f"stopped by {signal.Signals(signum).name}" +
              (f"; not finished: {left}; the same command resumes them" if left else ""))
         if signum == signal.SIGINT:  # Ctrl-C, or a notebook's interrupt: stop what would come next, too
             raise KeyboardInterrupt
@@ -328,14 +282,10 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
                 failed += ended_failed
                 queue[:0] = held
                 while not stop.requested and len(running) < parallel and (run := _next_run(queue, config, told)):
-                    running[run] = _start_run(run, runs_dir, train_args)
-                    _say(f"{run.name}: started (pid {running[run].pid})")
+                    running[run] = start_training(run, runs_dir, train_args)
+                    say(f"{run.name}: started (pid {running[run].pid})")
                 if stop.requested:  # the children checkpoint and exit on SIGTERM
-                    for process in running.values():
-                        if process.poll() is None:
-                            process.send_signal(signal.SIGTERM)
-                    for process in running.values():
-                        process.wait()
+                    stop_training(list(running.values()))
                     continue
                 lock.heartbeat()
                 _show_progress(bar, config, names)
@@ -346,23 +296,33 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
     return _outcome(config, runs, failed, stop.received)
 
 
+def check_options(options: dict[str, Any],
+                  runs: list[CampaignRun]) -> tuple[dict[str, Any], TrainConfig, torch.device]:
+    """Check the shared ``options`` (``TrainConfig`` fields) for every one of ``runs`` before anything starts:
+    one error for a bad value, not one failed run after another. Returns the options every run shares (None
+    leaves a field at its default; each run sets its own algo, variant and seed), and the last run's resolved
+    config and device (``resolve_config``)."""
+    options = {name: value for name, value in options.items() if value is not None and name not in RUN_FIELDS}
+    for run in runs:
+        config, device = resolve_config(TrainConfig(**options, algo=run.algo, variant=run.variant, seed=run.seed))
+    return options, config, device
+
+
 def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, parallel: int | None = None,
                    show_progress: bool = False, slurm: dict[str, Any] | None = None,
                    seeds: tuple[int, ...] = REPORT_SEEDS) -> int:
     """Train or resume every unfinished run of the arms ``algos`` (``task1``, or ``task1-pg1`` for a variant)
     with ``seeds`` (default: the report's, 0 and 100), seed by seed, with the shared ``options`` (``TrainConfig``
-    fields; None leaves a field at its default): ``parallel`` at a time on this machine (default:
+    fields, ``check_options``): ``parallel`` at a time on this machine (default:
     ``default_parallel()``), or with ``slurm`` (``cluster.submit_runs``' settings) as SLURM jobs.
 
-    The options are checked for every run before anything starts: one error for a bad value, not
-    six failed runs. Returns 0 when every run ended (or was submitted) without error, 1 otherwise.
+    The options are checked for every run before anything starts (``check_options``). Returns ``run_campaign``'s
+    exit code, or 0 once the runs are submitted to SLURM.
     """
-    options = {name: value for name, value in options.items() if value is not None and name not in RUN_FIELDS}
     if parallel is not None and parallel < 1:
         raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
     runs = campaign_runs(tuple(algos), tuple(seeds))
-    for run in runs:
-        config, device = resolve_config(TrainConfig(**options, algo=run.algo, variant=run.variant, seed=run.seed))
+    options, config, device = check_options(options, runs)
     if slurm is None:
         parallel = parallel if parallel is not None else default_parallel()
         if parallel > 1 and device.type == "cpu":

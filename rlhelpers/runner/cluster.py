@@ -11,7 +11,6 @@ calls; it schedules nothing itself.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -20,9 +19,9 @@ from typing import Any
 import submitit
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.campaign import CampaignRun, _start_run
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.files import TRAIN_LOG
+from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
 
 SLURM_FOLDER = "slurm"  # submitit's job files and logs, in the runs directory
 
@@ -39,7 +38,7 @@ class TrainJob(submitit.helpers.Checkpointable):
         return Path(self.runs_dir) / self.run.name
 
     def __call__(self) -> int:
-        self.process = _start_run(self.run, Path(self.runs_dir), self.train_args)
+        self.process = start_training(self.run, Path(self.runs_dir), self.train_args)
         # Polled, not wait()ed: ``checkpoint`` runs in a signal handler and must be able to wait for the process
         # itself (a wait() interrupted there would still hold the process's lock).
         try:
@@ -53,9 +52,8 @@ class TrainJob(submitit.helpers.Checkpointable):
 
     def _stop_run(self) -> None:
         """Stop the training if it still runs (it checkpoints on SIGTERM) and wait for it."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait()
+        if self.process is not None:
+            stop_training([self.process])
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
         """Time limit or preemption: stop the training, then requeue a fresh job."""

@@ -9,7 +9,9 @@ and settles the device and the W&B mode (online with an API key, else offline).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import os
 import re
 import typing
@@ -37,6 +39,23 @@ RUN_NAME_PATTERN = re.compile(rf"^(?P<algo>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-
 VARIANTS: dict[str, dict[str, float]] = {
     "pg1": {"pg_coef": 1.0},  # A2C's actor weight: does task1's small actor step explain its slower learning?
 }
+
+
+def whole_number(value: str | float) -> int:
+    """An integer written as text or as a whole float: ``10000000``, ``1e7``, ``1_000_000``, or the 5000.0 that
+    papermill passes for ``-p total_timesteps 5e3``. Anything else raises ``ValueError``."""
+    number = value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                raise ValueError(f"invalid integer: {value!r}") from None
+    if isinstance(number, bool) or not float(number).is_integer():
+        raise ValueError(f"not a whole number: {value!r}")
+    return int(number)
 
 
 def format_run_name(algo: str, seed: int, variant: str = "") -> str:
@@ -124,6 +143,10 @@ class TrainConfig(AgentConfig):
     def __post_init__(self) -> None:
         if isinstance(self.runs_dir, os.PathLike):
             self.runs_dir = os.fspath(self.runs_dir)
+        for name in _integer_fields():
+            if isinstance(getattr(self, name), float):
+                with contextlib.suppress(ValueError):  # a fraction stays, for validate to refuse
+                    setattr(self, name, whole_number(getattr(self, name)))
         for name, value in {**env_defaults(self.algo, self.env_id), **VARIANTS.get(self.variant, {})}.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
@@ -145,6 +168,12 @@ class TrainConfig(AgentConfig):
         """Rebuild a config from ``to_dict`` output, ignoring keys this version does not know."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+@functools.cache
+def _integer_fields() -> tuple[str, ...]:
+    return tuple(name for name, hint in typing.get_type_hints(TrainConfig).items()
+                 if int in (typing.get_args(hint) or (hint,)))
 
 
 def env_defaults(algo: str, env_id: str) -> dict[str, float]:

@@ -30,7 +30,7 @@ from rlhelpers.runner.config import check_choice
 from rlhelpers.runner.files import HISTORY_FILE
 from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock
-from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run
+from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run, project_url
 
 PUBLISH_MODES = ("online", "offline")
 
@@ -135,7 +135,7 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
         raise
     result = Published(run_name=run_path.name, logged=len(missing), present=len(rows) - len(missing),
                        location=run.url if online else str(Path(run.dir).parent),
-                       project_url=f"https://wandb.ai/{run.entity}/{run.project}" if online else None)
+                       project_url=project_url(run.entity, run.project) if online else None)
     run.finish()
     return result
 

@@ -23,6 +23,7 @@ from rlhelpers.core.evaluation import evaluation_metrics, mean_return
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.checkpoint import RunDirectory, check_resumable
 from rlhelpers.runner.config import TrainConfig, resolve_config
+from rlhelpers.runner.console import progress_bar
 from rlhelpers.runner.files import METRICS_FILE
 from rlhelpers.runner.metrics_log import MetricsLog
 from rlhelpers.runner.provenance import session_provenance
@@ -100,12 +101,8 @@ def _next_multiple(step: int, interval: int) -> int:
 
 def _progress_bar(trainer: Trainer, show: bool) -> tqdm:
     cfg = trainer.config
-    # In a notebook every refresh is kept in the saved output: refresh rarely there (tqdm's monitor
-    # would otherwise force one every 10-15 s).
-    mininterval = 1.0 if sys.stderr.isatty() else 30.0
-    bar = tqdm(total=cfg.total_timesteps, initial=min(trainer.num_timesteps, cfg.total_timesteps),
-               desc=cfg.run_name, unit="step", unit_scale=True, disable=not show,
-               mininterval=mininterval, maxinterval=mininterval, file=sys.stderr)
+    bar = progress_bar(total=cfg.total_timesteps, initial=min(trainer.num_timesteps, cfg.total_timesteps),
+                       desc=cfg.run_name, unit="step", unit_scale=True, disable=not show)
     if trainer.eval_history:
         bar.set_postfix_str(f"eval {mean_return(trainer.eval_history[-1]):.1f}", refresh=False)
     return bar
@@ -145,7 +142,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         # Lines logged after the checkpoint belong to work that is about to be redone.
         metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
         run_dir.write_history(_history_record(trainer, run_id))
-        tracker = Tracker(config, run_id, metrics_log)
+        tracker = Tracker(config.run_name, run_id, config.to_dict(), config.runs_dir, metrics_log)
         with StopRequest() as stop, _progress_bar(trainer, show_progress) as bar:  # SIGTERM: checkpoint, return
             stop_reason = _train_loop(trainer, run_dir, lock, tracker, run_id, bar, stop)
         exit_code = 0

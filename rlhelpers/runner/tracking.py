@@ -18,15 +18,12 @@ import shlex
 import string
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.files import HISTORY_FILE, METRICS_FILE
 from rlhelpers.runner.metrics_log import MetricsLog
-
-if TYPE_CHECKING:  # config imports this module for resolve_wandb_mode
-    from rlhelpers.runner.config import TrainConfig
 
 WANDB_KEY = "WANDB_API_KEY"  # the environment variable, and the name of the Colab secret
 
@@ -96,15 +93,20 @@ def upload_notice(mode: str, runs_dir: str, on_colab: bool = False, on_drive: bo
             f"with its run, in {where}. To publish the runs later: {later}.")
 
 
+def project_url(entity: str, project: str) -> str:
+    """Web address of a W&B project."""
+    return f"https://wandb.ai/{entity}/{project}"
+
+
 def run_url(entity: str | None, project: str, run_id: str) -> str | None:
     """Web address of a W&B run (None when the entity is unknown)."""
-    return f"https://wandb.ai/{entity}/{project}/runs/{run_id}" if entity else None
+    return f"{project_url(entity, project)}/runs/{run_id}" if entity else None
 
 
 def project_link(entity: str | None, project: str) -> str:
     """Markdown line linking the W&B project, or saying how to get a link."""
     if entity:
-        return f"W&B project: [{entity}/{project}](https://wandb.ai/{entity}/{project})"
+        return f"W&B project: [{entity}/{project}]({project_url(entity, project)})"
     return f"W&B project `{project}`: set `wandb_entity` to link it and each run's id above."
 
 
@@ -121,15 +123,15 @@ def init_run(project: str, entity: str | None, name: str, run_id: str, config: d
 
 
 class Tracker:
-    """A W&B run named ``<algo>_seed-<seed>`` that is resumed under its stored id, in the mode of ``config``
-    as ``resolve_config`` settled it; every record also goes to the run's local ``metrics_log``."""
+    """The W&B run ``name`` (``<algo>_seed-<seed>``), resumed under its stored id; every record also goes to the
+    run's local ``metrics_log``. ``config`` is the run's config as saved (``TrainConfig.to_dict()``), its
+    ``wandb_mode`` as ``resolve_config`` settled it; ``runs_dir`` is named in the notice of an offline run."""
 
-    def __init__(self, config: TrainConfig, run_id: str, metrics_log: MetricsLog) -> None:
+    def __init__(self, name: str, run_id: str, config: dict[str, Any], runs_dir: str, metrics_log: MetricsLog) -> None:
         self.metrics_log = metrics_log
-        if config.wandb_mode == "offline" and not has_wandb_key():
-            print(upload_notice(config.wandb_mode, config.runs_dir), file=sys.stderr)
-        self.run = init_run(config.wandb_project, config.wandb_entity, config.run_name, run_id, config.to_dict(),
-                            config.wandb_mode)
+        if config["wandb_mode"] == "offline" and not has_wandb_key():
+            print(upload_notice("offline", runs_dir), file=sys.stderr)
+        self.run = init_run(config["wandb_project"], config["wandb_entity"], name, run_id, config, config["wandb_mode"])
 
     @property
     def url(self) -> str | None:

@@ -1,4 +1,5 @@
-"""Command line: ``python -m rlhelpers train | campaign | status | plot | publish | evaluate | analyze``."""
+"""The command line, above the run machinery and the report:
+``python -m rlhelpers train | campaign | status | plot | publish | evaluate | analyze``."""
 
 from __future__ import annotations
 
@@ -19,25 +20,19 @@ from rlhelpers.runner.config import (
     CLASSIC_CONTROL_DEFAULTS,
     REPORT_SEEDS,
     TrainConfig,
+    whole_number,
 )
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 
 ENV_DEFAULTS = {**ATARI_DEFAULTS, **CLASSIC_CONTROL_DEFAULTS}
 
 
-def whole_number(text: str) -> int:
-    """An integer option's value, also written as a whole float: ``10000000``, ``1e7`` or ``1_000_000``."""
+def _whole_number(text: str) -> int:
+    """argparse's type of an integer option (``config.whole_number``: ``1e7`` is ten million)."""
     try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
-    if not value.is_integer():
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
-    return int(value)
+        return whole_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _option_type(hint: object) -> Callable[[str], object]:
@@ -46,7 +41,7 @@ def _option_type(hint: object) -> Callable[[str], object]:
     types = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
     if len(types) != 1 or types[0] not in (int, float, str):
         raise TypeError(f"TrainConfig field type {hint!r} has no command-line form: use int, float or str")
-    return whole_number if types[0] is int else types[0]
+    return _whole_number if types[0] is int else types[0]
 
 
 def _option(name: str) -> str:
@@ -99,21 +94,21 @@ def build_parser() -> argparse.ArgumentParser:
     campaign_parser.add_argument("--algos", nargs="+", choices=ARMS, default=list(ALGOS), metavar="ALGO",
                                  help="train only these algorithms' runs; <algo>-<variant> names a variant's runs "
                                       f"({', '.join(ARMS)}; default: {' '.join(ALGOS)})")
-    campaign_parser.add_argument("--seeds", nargs="+", type=whole_number, default=list(REPORT_SEEDS), metavar="SEED",
+    campaign_parser.add_argument("--seeds", nargs="+", type=_whole_number, default=list(REPORT_SEEDS), metavar="SEED",
                                  help=f"train these seeds of each (default: the report's, "
                                       f"{' '.join(map(str, REPORT_SEEDS))})")
-    campaign_parser.add_argument("--parallel", type=whole_number, default=None,
+    campaign_parser.add_argument("--parallel", type=_whole_number, default=None,
                                  help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
     slurm = campaign_parser.add_argument_group("a cluster (docs/cluster.md; needs the cluster extra: submitit)")
     slurm.add_argument("--cluster", choices=("slurm", "local"), default=None,
                        help="submit each unfinished run as a job of a SLURM job array (slurm), or as submitit's "
                             "local processes to try the set-up (local), instead of training them here")
     slurm.add_argument("--partition", default=None, help="SLURM partition (default: the cluster's)")
-    slurm.add_argument("--time-min", type=whole_number, default=240,
+    slurm.add_argument("--time-min", type=_whole_number, default=240,
                        help="time limit per job in minutes; a job is requeued at it and resumes (default: 240)")
-    slurm.add_argument("--gpus-per-job", type=whole_number, default=0, help="GPUs per job (default: 0)")
-    slurm.add_argument("--cpus-per-job", type=whole_number, default=2, help="CPUs per job (default: 2)")
-    slurm.add_argument("--max-requeues", type=whole_number, default=30,
+    slurm.add_argument("--gpus-per-job", type=_whole_number, default=0, help="GPUs per job (default: 0)")
+    slurm.add_argument("--cpus-per-job", type=_whole_number, default=2, help="CPUs per job (default: 2)")
+    slurm.add_argument("--max-requeues", type=_whole_number, default=30,
                        help="times a job is requeued at its time limit (default: 30)")
     _add_config_options(campaign_parser, skip=("algo", "variant", "seed"), overrides={
         "torch_threads": "1 when several runs share a CPU, else torch's default"})
@@ -144,13 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "mean return ± s.e. beside the run's last evaluation; the result is saved to "
                     "RUN_DIR/policy_rescore.json, which the report shows.")
     evaluate_parser.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
-    evaluate_parser.add_argument("--episodes", type=whole_number, default=30,
+    evaluate_parser.add_argument("--episodes", type=_whole_number, default=30,
                                  help="complete episodes to play (default: 30)")
-    evaluate_parser.add_argument("--seed", type=whole_number, default=0, help="replay seed (default: 0)")
+    evaluate_parser.add_argument("--seed", type=_whole_number, default=0, help="replay seed (default: 0)")
     evaluate_parser.add_argument("--export", action="store_true",
                                  help="first write policy.pt from the run's newest snapshot")
     evaluate_parser.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
-    evaluate_parser.add_argument("--video-scale", type=whole_number, default=2,
+    evaluate_parser.add_argument("--video-scale", type=_whole_number, default=2,
                                  help="GIF pixels per observation pixel (84x84 observations; default: 2)")
     analyze_parser = commands.add_parser(
         "analyze", parents=[reads_runs],
@@ -164,10 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     analyze_parser.add_argument("--out", default=None,
                                 help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
                                      "in <runs-dir>/figures/ for another runs directory)")
-    analyze_parser.add_argument("--rollouts", type=whole_number, default=4,
+    analyze_parser.add_argument("--rollouts", type=_whole_number, default=4,
                                 help="rollouts of n_envs x n_steps states per snapshot "
                                      "(default: 4; on Pong 4 x 16 x 5 = 320 states)")
-    analyze_parser.add_argument("--stages", type=whole_number, default=4,
+    analyze_parser.add_argument("--stages", type=_whole_number, default=4,
                                 help="snapshots per run: stages-1 steps that every run has, spread evenly, "
                                      "and the run's last (default: 4)")
     return parser

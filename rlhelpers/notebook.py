@@ -1,5 +1,6 @@
-"""Where the notebook's runs live and how W&B is set up: on Colab, a Google Drive folder and the key from
-a Colab secret; elsewhere, ``runs`` and the key of the environment or ``wandb login``.
+"""What ``report.ipynb`` needs before it trains: its parameters checked and turned into a run's config, where
+the runs live and how W&B is set up. On Colab the runs go to a Google Drive folder and the key comes from a
+Colab secret; elsewhere, ``runs`` and the key of the environment or ``wandb login``.
 
 Colab-only code is confined to ``_colab_mount_drive``, ``_colab_secret`` and
 ``_colab_flush_and_unmount``; everything else runs, and is tested, on any machine.
@@ -7,13 +8,24 @@ Colab-only code is confined to ``_colab_mount_drive``, ``_colab_secret`` and
 
 from __future__ import annotations
 
+import ast
+import difflib
 import os
 import sys
+from typing import Any
 
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.campaign import campaign_runs, check_options
+from rlhelpers.runner.config import ALGOS, TrainConfig, validate
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 from rlhelpers.runner.tracking import WANDB_KEY, resolve_wandb_mode, upload_notice
 
+REPORT_ONLY = "none"
+ALL_RUNS = "all"
+# The names of report.ipynb's parameters cell.
+NOTEBOOK_PARAMETERS = ("algo", "seed", "env_id", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes",
+                       "stop_return", "runs_dir", "wandb_project", "wandb_entity", "wandb_mode", "recompute_analysis",
+                       "device", "repo_url")
 COLAB_DRIVE = "/content/drive"
 COLAB_RUNS_DIR = f"{COLAB_DRIVE}/MyDrive/rlhelpers/runs"
 
@@ -96,3 +108,48 @@ def setup_wandb(mode: str | None, runs_dir: str = DEFAULT_RUNS_DIR) -> str:
     resolved = resolve_wandb_mode(mode)
     print("W&B: online" if resolved == "online" else upload_notice(resolved, runs_dir, on_colab(), _on_drive(runs_dir)))
     return resolved
+
+
+def check_parameters(executed_cells: list[str], recompute_analysis: object) -> None:
+    """Stop on what papermill lets through: a ``-p`` name that is not one of ``NOTEBOOK_PARAMETERS``
+    (papermill only warns, and the default stays in force) and text for the ``recompute_analysis`` flag
+    (``-r`` passes text, and any text is true). ``executed_cells`` are the kernel's cell sources (IPython's
+    ``In``); papermill's injected cell is the one that starts with ``# Parameters``."""
+    for source in executed_cells:
+        if not source.startswith("# Parameters\n"):
+            continue
+        for node in ast.parse(source).body:
+            for target in getattr(node, "targets", []):
+                if (isinstance(target, ast.Name) and target.id not in NOTEBOOK_PARAMETERS
+                        and not target.id.startswith("PAPERMILL_")):  # --inject-paths adds these
+                    close = difflib.get_close_matches(target.id, NOTEBOOK_PARAMETERS, n=1)
+                    raise RLHelpersError(f"unknown parameter {target.id!r}"
+                                         + (f": did you mean {close[0]!r}?" if close else "")
+                                         + f" The parameters are {', '.join(NOTEBOOK_PARAMETERS)}")
+    if not isinstance(recompute_analysis, bool):
+        raise RLHelpersError(f"recompute_analysis must be True or False, got {recompute_analysis!r} "
+                             "(papermill's -r passes text: use -p)")
+
+
+def run_config(algo: str, **options: Any) -> TrainConfig | None:
+    """The validated ``TrainConfig`` of the run to train (``options``: ``TrainConfig`` fields); None for
+    ``algo='none'`` (report only) and for ``'all'``, every unfinished run of the report
+    (``campaign.train_campaign``), whose options are checked here for every run (``campaign.check_options``)."""
+    if algo == ALL_RUNS:
+        check_options(options, campaign_runs())
+        return None
+    if algo == REPORT_ONLY:
+        return None
+    if algo not in ALGOS:
+        raise RLHelpersError(f"unknown algo {algo!r}: choose one of {', '.join(ALGOS)}, {ALL_RUNS!r} to train "
+                             f"every run of the report, or {REPORT_ONLY!r} to only build the report from the runs "
+                             "present")
+    return validate(TrainConfig(algo=algo, **options))
+
+
+def target_return(env_id: str, stop_return: float | None) -> float:
+    """The return the table and the discussion measure the runs against: ``stop_return``, or else the
+    one runs of ``env_id`` stop at by default (18 on Atari, the reward threshold on classic control)."""
+    if stop_return is not None:
+        return float(stop_return)
+    return float(validate(TrainConfig(env_id=env_id)).stop_return)

@@ -1,0 +1,133 @@
+"""The notebook's parameters and run config, where its runs live and how W&B is set up, with Colab's own calls
+replaced: the code around them is the code that runs on Colab."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from rlhelpers import notebook
+from rlhelpers.core.errors import RLHelpersError
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "report.ipynb"
+
+
+def test_setup_wandb_reads_the_colab_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", "")  # restored (removed) after the test
+    monkeypatch.setattr(notebook, "on_colab", lambda: True)
+    monkeypatch.setattr(notebook, "_colab_secret", lambda name: "k" * 40 if name == "WANDB_API_KEY" else None)
+    assert notebook.setup_wandb(None) == "online"
+    assert os.environ["WANDB_API_KEY"] == "k" * 40
+
+
+def test_setup_wandb_falls_back_to_offline_visibly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", "")
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(notebook, "on_colab", lambda: True)
+    monkeypatch.setattr(notebook, "_colab_secret", lambda name: None)
+    assert notebook.setup_wandb(None, notebook.COLAB_RUNS_DIR) == "offline"
+    out = capsys.readouterr().out
+    assert out.startswith("W&B: OFFLINE (no API key found). Nothing is uploaded to W&B now.")
+    assert f"{notebook.COLAB_RUNS_DIR}/<run>/metrics.jsonl and eval_history.json, on Google Drive" in out
+    assert (f"add the Colab secret WANDB_API_KEY (key icon, Notebook access on), rerun the set-up cells, then run "
+            f"`!python -m rlhelpers publish --runs-dir {notebook.COLAB_RUNS_DIR}` in a new cell") in out
+    assert "wandb sync" not in out
+    with pytest.raises(RLHelpersError, match="needs an API key"):
+        notebook.setup_wandb("online")
+
+    monkeypatch.setattr(notebook, "on_colab", lambda: False)
+    assert notebook.setup_wandb("disabled", "my runs") == "disabled"
+    out = capsys.readouterr().out
+    assert out.startswith("W&B: DISABLED (no API key found). Nothing is uploaded")
+    assert "run `wandb login` (or set WANDB_API_KEY), then `python -m rlhelpers publish --runs-dir 'my runs'`" in out
+
+
+def test_flush_drive_only_on_colab_with_the_runs_on_drive(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    flushed = []
+    monkeypatch.setattr(notebook, "_colab_flush_and_unmount", lambda: flushed.append(True))
+    monkeypatch.setattr(notebook.os.path, "ismount", lambda path: path == notebook.COLAB_DRIVE)
+    monkeypatch.setattr(notebook, "on_colab", lambda: False)
+    notebook.flush_drive("runs")
+    monkeypatch.setattr(notebook, "on_colab", lambda: True)
+    notebook.flush_drive("/content/local-runs")
+    assert flushed == [] and capsys.readouterr().out == ""
+    notebook.flush_drive(notebook.COLAB_RUNS_DIR)
+    assert flushed == [True]
+    assert capsys.readouterr().out.startswith(f"Google Drive flushed and unmounted: {notebook.COLAB_RUNS_DIR}")
+    monkeypatch.setattr(notebook.os.path, "ismount", lambda path: False)  # already unmounted: nothing to do
+    notebook.flush_drive(notebook.COLAB_RUNS_DIR)
+    assert flushed == [True]
+
+
+def test_runs_dir_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    mounted = []
+    monkeypatch.setattr(notebook, "_colab_mount_drive", lambda: mounted.append(True))
+    monkeypatch.setattr(notebook, "on_colab", lambda: False)
+    assert notebook.resolve_runs_dir(None) == "runs"
+    assert notebook.resolve_runs_dir("elsewhere") == "elsewhere"
+    monkeypatch.setattr(notebook, "on_colab", lambda: True)
+    assert notebook.resolve_runs_dir(None) == notebook.COLAB_RUNS_DIR and mounted == [True]
+    assert notebook.resolve_runs_dir("/content/drive/MyDrive/other") == "/content/drive/MyDrive/other"
+    assert notebook.resolve_runs_dir("/content/local") == "/content/local" and mounted == [True, True]
+
+
+def test_training_refuses_a_drive_runs_dir_once_drive_is_unmounted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last cell unmounts Drive; a training cell rerun alone must not write /content/drive on the VM's disk."""
+    mounted = {notebook.COLAB_DRIVE}
+    monkeypatch.setattr(notebook.os.path, "ismount", lambda path: path in mounted)
+    monkeypatch.setattr(notebook, "on_colab", lambda: True)
+    notebook.require_drive(notebook.COLAB_RUNS_DIR)
+    mounted.clear()
+    with pytest.raises(RLHelpersError, match="Google Drive is not mounted .* rerun the set-up cell"):
+        notebook.require_drive(notebook.COLAB_RUNS_DIR)
+    notebook.require_drive("/content/local-runs")  # not on Drive: nothing to check
+    monkeypatch.setattr(notebook, "on_colab", lambda: False)
+    notebook.require_drive(notebook.COLAB_RUNS_DIR)  # elsewhere the path is an ordinary folder
+
+
+def test_parameter_names_and_flags_are_checked() -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    params = next(cell.source for cell in nb.cells if "parameters" in cell.metadata.get("tags", []))
+    assert notebook.NOTEBOOK_PARAMETERS == tuple(node.targets[0].id for node in ast.parse(params).body)
+    injected = '# Parameters\nalgo = "task1"\nseed = 100\nrecompute_analysis = True\n'
+    notebook.check_parameters(["import os", params, injected], recompute_analysis=True)
+    notebook.check_parameters([injected + 'PAPERMILL_INPUT_PATH = "notebook.ipynb"\n'], True)  # --inject-paths
+    with pytest.raises(RLHelpersError, match="unknown parameter 'seeds': did you mean 'seed'"):
+        notebook.check_parameters([injected + "seeds = 100\n"], recompute_analysis=False)
+    with pytest.raises(RLHelpersError, match="recompute_analysis must be True or False, got 'False'"):
+        notebook.check_parameters([injected], recompute_analysis="False")
+
+
+def test_run_config_casts_papermill_floats() -> None:
+    config = notebook.run_config("task1", seed=100, total_timesteps=5e3, n_envs=2.0, runs_dir="runs")
+    assert (config.total_timesteps, config.n_envs, config.run_name) == (5000, 2, "task1_seed-100")
+    assert notebook.run_config("none", seed=0) is None
+    assert notebook.run_config("all", seed=0, total_timesteps=5e3) is None  # every run: trained by the campaign
+    with pytest.raises(RLHelpersError, match="n_envs must be"):  # the shared options are checked for each algo
+        notebook.run_config("all", seed=0, n_envs=-1)
+
+
+def test_notebook_defaults_follow_the_environment() -> None:
+    """The parameters cell's None takes each environment's defaults: Pong's 18 would stop a CartPole run
+    at its first evaluation, where a near-uniform policy already scores about 20."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    params = next(cell.source for cell in nb.cells if "parameters" in cell.metadata.get("tags", []))
+    values: dict = {}
+    exec(params, values)
+    env_dependent = {name: values[name] for name in ("n_envs", "eval_interval", "stop_return")}
+    cartpole = notebook.run_config("a2c", env_id="CartPole-v1", **env_dependent)
+    assert (cartpole.n_envs, cartpole.eval_interval, cartpole.stop_return) == (8, 10_000, 475.0)
+    pong = notebook.run_config("a2c", **env_dependent)
+    assert (pong.n_envs, pong.eval_interval, pong.stop_return) == (16, 300_000, 18.0)
+    assert notebook.target_return("CartPole-v1", values["stop_return"]) == 475.0
+    assert notebook.target_return("PongNoFrameskip-v4", values["stop_return"]) == 18.0
+    assert notebook.target_return("CartPole-v1", 100) == 100.0
+    with pytest.raises(RLHelpersError, match="NoSuchEnv"):
+        notebook.target_return("NoSuchEnv-v0", None)
