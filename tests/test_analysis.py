@@ -185,6 +185,33 @@ def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tm
     assert len(measured) == 2 + 4 * 2 and json.loads(out.read_text()) == first
 
 
+def test_write_analysis_saves_each_snapshot_as_it_is_measured(tmp_path, monkeypatch) -> None:
+    """A stop in the middle (here an error at the second snapshot) keeps the first snapshot's entry, and the
+    next call measures only what is missing."""
+    import rlhelpers.report.analysis as analysis
+
+    train_cartpole("a2c", tmp_path / "runs", 200)
+    collect = analysis.collect_batch
+    measured = []
+
+    def stop_at_the_second(*args):  # noqa: ANN002, ANN202
+        measured.append(1)
+        if len(measured) == 2:
+            raise KeyboardInterrupt
+        return collect(*args)
+
+    monkeypatch.setattr(analysis, "collect_batch", stop_at_the_second)
+    out = tmp_path / "analysis.json"
+    settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
+    with pytest.raises(KeyboardInterrupt):
+        analysis.write_analysis(tmp_path / "runs", out, **settings)
+    assert list(json.loads(out.read_text())["snapshots"]) == ["a2c_seed-0@0"]
+    _, results = analysis.write_analysis(tmp_path / "runs", out, **settings)
+    assert len(measured) == 3  # only the snapshot at 200 once more
+    assert list(results["snapshots"]) == ["a2c_seed-0@0", "a2c_seed-0@200"] and "a2c_seed-0" in results[
+        "optimizer_regime"]
+
+
 def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     for algo in ("a2c", "task1", "task2"):
         train_cartpole(algo, tmp_path, 400)

@@ -23,6 +23,7 @@ import hashlib
 import importlib.metadata
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -315,7 +316,8 @@ def _entries_of_gone_snapshots(reusable: dict[str, dict[str, Any]], run_dirs: di
 
 def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, seed: int = 7,
                  burn_in_steps: int = 1000, gap_steps: int = 100, show_progress: bool = False,
-                 previous: dict[str, Any] | None = None) -> dict[str, Any]:
+                 previous: dict[str, Any] | None = None,
+                 on_measured: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Every measurement above for the snapshots of each run under ``runs_dir``: ``n_stages`` per run, at the
     steps ``stage_steps`` chooses, on ``collect_batch``'s states with these settings (``seed`` the env seed);
     and each run's ``optimizer_regime`` from its newest checkpoint, the only state that keeps the optimizer.
@@ -324,7 +326,8 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     ``METHOD_VERSION``, the settings and the snapshot file's SHA-256 are the same. The entries of snapshots
     that are gone (a fresh clone, another machine) are kept as ``_entries_of_gone_snapshots`` says, and their
     steps take part in choosing the shared steps; a run without snapshots also keeps its optimizer regime
-    from ``previous``, while the regime of a run with a checkpoint is always read anew.
+    from ``previous``, while the regime of a run with a checkpoint is always read anew. ``on_measured`` gets the
+    results so far after each snapshot measured (with the earlier regimes), so that they can be saved as they come.
     """
     runs_dir = Path(runs_dir)
     run_dirs = {path.name: path for path in sorted(runs_dir.glob("*")) if path.is_dir()}
@@ -346,7 +349,8 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     stages = stage_steps({run: sorted({*local.get(run, {}), *kept.get(run, {})}) for run in sorted({*local, *kept})},
                          n_stages)
     results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {
-        f"{run}@{step}": entry for run, entries in kept.items() for step, entry in entries.items()}}
+        f"{run}@{step}": entry for run, entries in kept.items() for step, entry in entries.items()},
+        "optimizer_regime": earlier_regimes if isinstance(earlier_regimes, dict) else {}}
     staged = [(run, step) for run, steps in stages.items() for step in steps if step in local.get(run, {})]
     for run, step in tqdm(staged, desc="snapshots", unit="snapshot", disable=not show_progress):
         key, path = f"{run}@{step}", local[run][step]
@@ -365,6 +369,8 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
         entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
         entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
         results["snapshots"][key] = entry
+        if on_measured is not None:
+            on_measured(results)
     results["snapshots"] = dict(sorted(results["snapshots"].items(),
                                        key=lambda item: (item[1]["run"], item[1]["step"])))
     regimes = {}
@@ -383,15 +389,21 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
 
 def write_analysis(runs_dir: str | Path, out: str | Path | None = None, n_rollouts: int = 4, n_stages: int = 4,
                    show_progress: bool = False, **settings: int) -> tuple[Path, dict[str, Any]]:
-    """``analyze_runs`` saved as JSON to ``out`` (default: analysis.json in the runs' ``figures_dir``),
-    keeping the entries of the results already there that still hold; returns the path and the results.
-    ``settings`` are ``analyze_runs``' other settings (``seed``, ``burn_in_steps``, ``gap_steps``)."""
+    """``analyze_runs`` saved as JSON to ``out`` (default: analysis.json in the runs' ``figures_dir``) after each
+    snapshot measured, so that a stop loses one snapshot's work at most, keeping the entries of the results
+    already there that still hold; returns the path and the results. ``settings`` are ``analyze_runs``' other
+    settings (``seed``, ``burn_in_steps``, ``gap_steps``)."""
     out = Path(out) if out is not None else figures_dir(runs_dir) / ANALYSIS_JSON
     try:
         previous = json.loads(out.read_text()) if out.exists() else None
     except ValueError:  # cut off or not ours: measure everything anew and replace it
         previous = None
-    results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress, previous=previous, **settings)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(out, json.dumps(results, indent=1).encode())
+
+    def save(results: dict[str, Any]) -> None:
+        write_atomically(out, json.dumps(results, indent=1).encode())
+
+    results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress, previous=previous,
+                           on_measured=save, **settings)
+    save(results)
     return out, results
