@@ -19,7 +19,7 @@ from wandb_offline import history_rows, run_records
 
 from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner import publish
+from rlhelpers.runner import publish, tracking
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.files import LOCK_FILE, METRICS_FILE, checkpoint_name
 from rlhelpers.runner.metrics_log import read_metrics
@@ -214,8 +214,8 @@ class FakeApi:
 
 
 def test_logged_keys_reads_every_row_back_or_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(publish.wandb, "Api", FakeApi)
-    assert publish.logged_keys(None, "p", "new00000") == {}, "a run W&B does not have yet holds nothing"
+    monkeypatch.setattr(wandb, "Api", FakeApi)
+    assert tracking.logged_keys(None, "p", "new00000") == {}, "a run W&B does not have yet holds nothing"
 
     monkeypatch.setattr(FakeApi, "scans", [])
     monkeypatch.setattr(FakeApi, "rows", [
@@ -223,16 +223,16 @@ def test_logged_keys_reads_every_row_back_or_refuses(monkeypatch: pytest.MonkeyP
         {"_step": 1, "global_step": 10_000, "losses/loss": 0.5, "_runtime": 3.0},
         {"_step": 2, "global_step": 10_000, "eval/mean_return": -19.0}])
     monkeypatch.setattr(FakeApi, "last_step", 2)
-    assert publish.logged_keys(None, "p", "abc12345") == {0: {"eval/mean_return"},
+    assert tracking.logged_keys(None, "p", "abc12345") == {0: {"eval/mean_return"},
                                                           10_000: {"losses/loss", "eval/mean_return"}}
     assert FakeApi.scans[-1] == {"use_cache": False}, "never a cached, possibly stale, history"
 
     monkeypatch.setattr(FakeApi, "last_step", 5)  # W&B holds six rows but returned three: logging could duplicate
     with pytest.raises(RLHelpersError, match="W&B returned 3 of the 6 rows of run student/p/abc12345; nothing"):
-        publish.logged_keys("student", "p", "abc12345")
+        tracking.logged_keys("student", "p", "abc12345")
     monkeypatch.setattr(FakeApi, "error", wandb.errors.CommError("HTTP 502", None))
     with pytest.raises(RLHelpersError, match="cannot read W&B run student/p/abc12345 back: HTTP 502"):
-        publish.logged_keys("student", "p", "abc12345")
+        tracking.logged_keys("student", "p", "abc12345")
 
 
 def test_online_publish_without_a_key_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

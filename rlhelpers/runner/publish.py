@@ -16,13 +16,10 @@ returns). ``publish_runs`` rebuilds each W&B run from them, under the run's stor
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import wandb
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics
@@ -30,7 +27,7 @@ from rlhelpers.runner.config import check_choice
 from rlhelpers.runner.files import HISTORY_FILE
 from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock
-from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run, project_url
+from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run, logged_keys, project_url
 
 PUBLISH_MODES = ("online", "offline")
 
@@ -72,39 +69,6 @@ def rows_to_log(rows: list[dict[str, Any]], present: dict[int, set[str]]) -> lis
     return missing
 
 
-def logged_keys(entity: str | None, project: str, run_id: str) -> dict[int, set[str]]:
-    """The keys the online W&B run holds at each ``global_step``, read from the server ({} if the run does
-    not exist yet; ``entity`` None means the key's default entity).
-
-    Read before the run is resumed, while it is not running. Raises ``RLHelpersError`` when W&B
-    returns fewer rows than it reports, since logging then could duplicate rows.
-    """
-    api = wandb.Api()
-    path = f"{entity or api.default_entity}/{project}/{run_id}"
-    try:
-        run = api.run(path)
-        last_step = run.lastHistoryStep  # -1 for a run without history
-        n_rows = (last_step if last_step is not None else -1) + 1
-        scan = run.scan_history
-        # Newer wandb versions cache histories on disk; a cached copy would miss what was logged since.
-        rows = scan(use_cache=False) if "use_cache" in inspect.signature(scan).parameters else scan()
-        present: dict[int, set[str]] = {}
-        seen = 0
-        for row in rows:
-            seen += 1
-            if row.get("global_step") is not None:
-                keys = {k for k, v in row.items() if v is not None and not k.startswith("_") and k != "global_step"}
-                present.setdefault(int(row["global_step"]), set()).update(keys)
-    except wandb.errors.CommError as exc:
-        if isinstance(getattr(exc, "exc", None), ValueError):  # wandb's "could not find run"
-            return {}
-        raise RLHelpersError(f"cannot read W&B run {path} back: {exc}; nothing was logged, try again") from exc
-    if seen < n_rows:
-        raise RLHelpersError(f"W&B returned {seen} of the {n_rows} rows of run {path}; nothing was logged, so that "
-                             "no row is logged twice; try again in a few minutes")
-    return present
-
-
 def publish_run(run_path: Path, mode: str, project: str | None = None, entity: str | None = None) -> Published:
     """Create or resume the W&B run of one run directory and log what it lacks (see the module docstring).
 
@@ -123,10 +87,7 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
     rows = local_rows(record)
     online = mode == "online"
     missing = rows_to_log(rows, logged_keys(entity, project, run_id) if online else {})
-    try:
-        run = init_run(project, entity, record.name, run_id, record.config, mode)
-    except wandb.errors.Error as exc:
-        raise RLHelpersError(f"W&B refused run {run_id} of {run_path.name}: {exc}") from exc
+    run = init_run(project, entity, record.name, run_id, record.config, mode)
     try:
         for row in missing:
             run.log(row)

@@ -5,12 +5,13 @@ Metrics are logged with ``global_step`` as their x axis (``define_metric``), nev
 little, which W&B's own step counter would silently drop, while a ``global_step`` value is kept.
 Training (``Tracker``) and ``publish`` open runs the same way, through ``init_run``. This module is all of
 the package's W&B: whether a key is available, which mode a run uses, what is said when nothing is
-uploaded, and the runs' web addresses.
+uploaded, the runs' web addresses, and what an online run already holds (``logged_keys``, for ``publish``).
 """
 
 from __future__ import annotations
 
 import configparser
+import inspect
 import netrc
 import os
 import secrets
@@ -112,14 +113,53 @@ def project_link(entity: str | None, project: str) -> str:
 
 def init_run(project: str, entity: str | None, name: str, run_id: str, config: dict[str, Any],
              mode: str) -> Any:
-    """Create or resume the W&B run ``run_id`` with ``global_step`` as the x axis of every metric."""
+    """Create or resume the W&B run ``run_id`` with ``global_step`` as the x axis of every metric; raise
+    ``RLHelpersError`` when W&B refuses it."""
     import wandb  # here, not at the top: the key and mode functions above serve every command, wandb loads slowly
 
-    run = wandb.init(project=project, entity=entity, name=name, id=run_id, resume="allow", config=config,
-                     mode=mode)
+    try:
+        run = wandb.init(project=project, entity=entity, name=name, id=run_id, resume="allow", config=config,
+                         mode=mode)
+    except wandb.errors.Error as exc:
+        raise RLHelpersError(f"W&B refused run {run_id} of {name}: {exc}") from exc
     run.define_metric("global_step")
     run.define_metric("*", step_metric="global_step")
     return run
+
+
+def logged_keys(entity: str | None, project: str, run_id: str) -> dict[int, set[str]]:
+    """The keys the online W&B run holds at each ``global_step``, read from the server ({} if the run does
+    not exist yet; ``entity`` None means the key's default entity).
+
+    Read before the run is resumed, while it is not running. Raises ``RLHelpersError`` when W&B
+    returns fewer rows than it reports, since logging then could duplicate rows.
+    """
+    import wandb
+
+    api = wandb.Api()
+    path = f"{entity or api.default_entity}/{project}/{run_id}"
+    try:
+        run = api.run(path)
+        last_step = run.lastHistoryStep  # -1 for a run without history
+        n_rows = (last_step if last_step is not None else -1) + 1
+        scan = run.scan_history
+        # Newer wandb versions cache histories on disk; a cached copy would miss what was logged since.
+        rows = scan(use_cache=False) if "use_cache" in inspect.signature(scan).parameters else scan()
+        present: dict[int, set[str]] = {}
+        seen = 0
+        for row in rows:
+            seen += 1
+            if row.get("global_step") is not None:
+                keys = {k for k, v in row.items() if v is not None and not k.startswith("_") and k != "global_step"}
+                present.setdefault(int(row["global_step"]), set()).update(keys)
+    except wandb.errors.CommError as exc:
+        if isinstance(getattr(exc, "exc", None), ValueError):  # wandb's "could not find run"
+            return {}
+        raise RLHelpersError(f"cannot read W&B run {path} back: {exc}; nothing was logged, try again") from exc
+    if seen < n_rows:
+        raise RLHelpersError(f"W&B returned {seen} of the {n_rows} rows of run {path}; nothing was logged, so that "
+                             "no row is logged twice; try again in a few minutes")
+    return present
 
 
 class Tracker:
