@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "and signal-to-noise, A2C's estimator, the gradient norm of each weighted loss "
                     "term and the size of the advantage the actor follows; from each run's newest checkpoint, the "
                     "share of parameters whose RMSprop mean square lies below epsilon. Snapshots already in the "
-                    "JSON, measured the same way, keep their entries; delete it to measure all anew.")
+                    "JSON, measured the same way, keep their entries; delete it to measure all anew. The JSON is "
+                    "saved after each snapshot measured.")
     analyze_parser.add_argument("--out", default=None,
                                 help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
                                      "in <runs-dir>/figures/ for another runs directory)")
