@@ -17,12 +17,14 @@ import matplotlib.image
 import nbformat
 import pytest
 
+from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report import results as report
 from rlhelpers.report.claims import history_divergence
 from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV
 from rlhelpers.runner.config import expected_runs
 from rlhelpers.runner.records import RunRecord
+from rlhelpers.runner.tracking import project_link
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"
@@ -236,12 +238,12 @@ def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:
 
     unlinked = report.results_markdown(report.evaluated_runs(tmp_path / "runs"))
     assert unlinked.splitlines()[-1].endswith("| `idtask1100` |")
-    assert report.project_link(None, "pong-actor-critic") == (
+    assert project_link(None, "pong-actor-critic") == (
         "W&B project `pong-actor-critic`: set `wandb_entity` to link it and each run's id above.")
     linked = report.results_markdown(report.evaluated_runs(tmp_path / "runs"), wandb_entity="student")
     assert linked.splitlines()[-1].endswith(
         "| [idtask1100](https://wandb.ai/student/pong-actor-critic/runs/idtask1100) |")
-    assert report.project_link("student", "pong-actor-critic") == (
+    assert project_link("student", "pong-actor-critic") == (
         "W&B project: [student/pong-actor-critic](https://wandb.ai/student/pong-actor-critic)")
 
 
@@ -278,7 +280,7 @@ def test_analysis_results_rescores_and_agent_video(tmp_path: Path) -> None:
                           n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(tmp_path / "runs"),
                           wandb_mode="disabled", device="cpu"), show_progress=False)
     assert report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json") is None  # nothing saved yet
-    with pytest.raises(report.RLHelpersError, match="no model snapshots under"):
+    with pytest.raises(RLHelpersError, match="no model snapshots under"):
         report.analysis_results(tmp_path / "empty", tmp_path / "analysis.json", recompute=True)
     saved = report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json", recompute=True)
     assert report.analysis_results(tmp_path / "runs", tmp_path / "analysis.json") == saved  # read back
@@ -353,7 +355,7 @@ def test_the_training_cell_raises_unless_every_run_of_the_campaign_is_over(code:
     notebook before a report is built from unfinished runs."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cell = next(cell.source for cell in nb.cells if "train_campaign(options" in cell.source)
-    namespace = {"algo": "all", "runs_dir": "runs", "options": {}, "colab": types.SimpleNamespace(
+    namespace = {"algo": "all", "runs_dir": "runs", "options": {}, "notebook": types.SimpleNamespace(
         require_drive=lambda runs_dir: None), "train_campaign": lambda options, show_progress: code}
     if code == 0:
         exec(cell, namespace)

@@ -398,9 +398,9 @@ def write_analysis(runs_dir: str | Path, out: str | Path | None = None, n_rollou
         previous = json.loads(out.read_text()) if out.exists() else None
     except ValueError:  # cut off or not ours: measure everything anew and replace it
         previous = None
-    out.parent.mkdir(parents=True, exist_ok=True)
 
     def save(results: dict[str, Any]) -> None:
+        out.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(out, json.dumps(results, indent=1).encode())
 
     results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress, previous=previous,
