@@ -212,6 +212,36 @@ def test_write_analysis_saves_each_snapshot_as_it_is_measured(tmp_path, monkeypa
         "optimizer_regime"]
 
 
+def test_a_stop_while_measuring_keeps_the_earlier_entries_not_reached_yet(tmp_path, monkeypatch) -> None:
+    """Snapshots 0 and 200 rewritten, so both are measured again; a stop at the second keeps the entry of 400,
+    which the loop had not reached, in the saved file."""
+    import rlhelpers.report.analysis as analysis
+
+    train_cartpole("a2c", tmp_path / "runs", 400)
+    out = tmp_path / "analysis.json"
+    settings = dict(n_rollouts=1, n_stages=4, burn_in_steps=10, gap_steps=5)
+    _, first = analysis.write_analysis(tmp_path / "runs", out, **settings)
+    assert list(first["snapshots"]) == ["a2c_seed-0@0", "a2c_seed-0@200", "a2c_seed-0@400"]
+    snapshots = tmp_path / "runs" / "a2c_seed-0" / "snapshots"
+    for step in (0, 200):
+        path = snapshots / f"model-{step:012d}.pt"
+        path.write_bytes(path.read_bytes() + b"\0")  # another file (SHA-256), the same weights
+    collect, calls = analysis.collect_batch, []
+
+    def stop_at_the_second(*args):  # noqa: ANN002, ANN202
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return collect(*args)
+
+    monkeypatch.setattr(analysis, "collect_batch", stop_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        analysis.write_analysis(tmp_path / "runs", out, **settings)
+    saved = json.loads(out.read_text())["snapshots"]
+    assert saved["a2c_seed-0@400"] == first["snapshots"]["a2c_seed-0@400"]
+    assert saved["a2c_seed-0@0"]["snapshot_sha256"] != first["snapshots"]["a2c_seed-0@0"]["snapshot_sha256"]
+
+
 def test_analyze_runs_on_cartpole_snapshots(tmp_path) -> None:
     for algo in ("a2c", "task1", "task2"):
         train_cartpole(algo, tmp_path, 400)

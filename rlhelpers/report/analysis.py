@@ -369,8 +369,8 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
         entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
         entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
         results["snapshots"][key] = entry
-        if on_measured is not None:
-            on_measured(results)
+        if on_measured is not None:  # with the earlier entries not reached yet, so that a stop loses none
+            on_measured({**results, "snapshots": {**reusable, **results["snapshots"]}})
     results["snapshots"] = dict(sorted(results["snapshots"].items(),
                                        key=lambda item: (item[1]["run"], item[1]["step"])))
     regimes = {}
