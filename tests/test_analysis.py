@@ -185,22 +185,24 @@ def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tm
     assert len(measured) == 2 + 4 * 2 and json.loads(out.read_text()) == first
 
 
+def interrupted_at(n: int, collect, calls: list):  # noqa: ANN001, ANN201
+    """``collect`` that counts its calls in ``calls`` and raises KeyboardInterrupt (a stop) at the ``n``-th."""
+    def collect_or_stop(*args):  # noqa: ANN002, ANN202
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return collect(*args)
+    return collect_or_stop
+
+
 def test_write_analysis_saves_each_snapshot_as_it_is_measured(tmp_path, monkeypatch) -> None:
     """A stop in the middle (here an error at the second snapshot) keeps the first snapshot's entry, and the
     next call measures only what is missing."""
     import rlhelpers.report.analysis as analysis
 
     train_cartpole("a2c", tmp_path / "runs", 200)
-    collect = analysis.collect_batch
     measured = []
-
-    def stop_at_the_second(*args):  # noqa: ANN002, ANN202
-        measured.append(1)
-        if len(measured) == 2:
-            raise KeyboardInterrupt
-        return collect(*args)
-
-    monkeypatch.setattr(analysis, "collect_batch", stop_at_the_second)
+    monkeypatch.setattr(analysis, "collect_batch", interrupted_at(2, analysis.collect_batch, measured))
     out = tmp_path / "analysis.json"
     settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
     with pytest.raises(KeyboardInterrupt):
@@ -226,15 +228,7 @@ def test_a_stop_while_measuring_keeps_the_earlier_entries_not_reached_yet(tmp_pa
     for step in (0, 200):
         path = snapshots / f"model-{step:012d}.pt"
         path.write_bytes(path.read_bytes() + b"\0")  # another file (SHA-256), the same weights
-    collect, calls = analysis.collect_batch, []
-
-    def stop_at_the_second(*args):  # noqa: ANN002, ANN202
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return collect(*args)
-
-    monkeypatch.setattr(analysis, "collect_batch", stop_at_the_second)
+    monkeypatch.setattr(analysis, "collect_batch", interrupted_at(2, analysis.collect_batch, []))
     with pytest.raises(KeyboardInterrupt):
         analysis.write_analysis(tmp_path / "runs", out, **settings)
     saved = json.loads(out.read_text())["snapshots"]
