@@ -4,11 +4,24 @@ values and the exact bootstrap distribution of small samples."""
 from __future__ import annotations
 
 import itertools
+import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rlhelpers.report.seeds import difference, seed_score
+from rlhelpers.report import claims
+from rlhelpers.report.seeds import (
+    FIVE_SEEDS,
+    PREDICTIONS,
+    Prediction,
+    difference,
+    measure_seeds,
+    plot_seeds,
+    seed_mean_curve,
+    seed_score,
+)
 from rlhelpers.runner.records import RunRecord
 
 
@@ -22,6 +35,8 @@ def test_the_score_averages_the_evaluations_up_to_its_step_and_holds_a_stopped_r
     assert seed_score(run([-21.0, -15.0, -3.0, 5.0, 20.0]), until=300) == pytest.approx((-21 - 15 - 3 + 5) / 4)
     assert seed_score(run([-21.0, 19.0]), until=300) == pytest.approx((-21 + 19 * 3) / 4)  # stopped at 100, held
     assert seed_score(run([-21.0, -15.0, -3.0]), until=300) is None  # still training, not at step 300 yet
+    unknown_interval = RunRecord.from_dict({"run_name": "a2c_seed-0", "history": [{"step": 0, "returns": [1.0]}]})
+    assert seed_score(unknown_interval, until=0) is None  # a run saved without its config
 
 
 def test_the_difference_of_two_small_arms_matches_the_exact_bootstrap() -> None:
@@ -47,3 +62,82 @@ def test_separated_arms_lie_above_zero_and_equal_ones_do_not() -> None:
     assert difference([5.0, 6.0, 7.0, 8.0, 9.0], [-3.0, -2.0, 0.0, 1.0, 2.0]).above_zero
     same = difference([1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0, 3.0, 4.0, 5.0])
     assert same.low < 0 < same.high and same.p_greater == pytest.approx(10 / 25)
+
+
+def write_runs(runs_dir: Path, finals: dict[str, list[float]], every: int = 1_200_000) -> None:
+    """One run per arm and seed of FIVE_SEEDS, rising linearly from -20 to its final mean at 7.2M (then flat,
+    to 9.6M); a final mean above 18 stops the run at 7.2M."""
+    for label, arm_finals in finals.items():
+        algo, _, variant = label.partition("-")
+        for seed, final in zip(FIVE_SEEDS, arm_finals, strict=True):
+            steps = range(0, (7_200_000 if final > 18 else 9_600_000) + 1, every)
+            means = [-20 + (final + 20) * min(step, 7_200_000) / 7_200_000 for step in steps]
+            history = [{"step": step, "returns": [m - 1, m + 1]} for step, m in zip(steps, means, strict=True)]
+            name = f"{label}_seed-{seed}"
+            config = {"algo": algo, "variant": variant, "seed": seed, "eval_interval": every, "stop_return": 18.0}
+            (runs_dir / name).mkdir(parents=True)
+            (runs_dir / name / "eval_history.json").write_text(
+                json.dumps({"run_name": name, "config": config, "history": history}))
+
+
+FINALS = {"a2c": [19.0, 19.0, 19.0, 19.0, 10.0], "task1": [-10.0, -5.0, 0.0, 19.0, -8.0],
+          "task1-pg1": [12.0, 19.0, 6.0, 14.0, 19.0]}
+
+
+def test_the_section_measures_scores_passes_and_each_prediction(tmp_path) -> None:
+    write_runs(tmp_path, FINALS)
+    found = measure_seeds(tmp_path)
+    # a linear rise from -20 to F over steps 0..7.2M sampled at 7 points averages (F - 20) / 2
+    assert found["score/task1_seed-100"] == pytest.approx((-5 - 20) / 2)
+    assert (found["scored/a2c"], found["passed/a2c"], found["pass/a2c"]) == (5, 4, (7_200_000, 7_200_000))
+    assert (found["passed/task1"], found["passed/task1-pg1"]) == (1, 2)
+    scores = {arm: [(f - 20) / 2 for f in finals] for arm, finals in FINALS.items()}
+    for prediction in PREDICTIONS:
+        expected = difference(scores[prediction.x], scores[prediction.y])
+        assert found[f"delta/{prediction.key}"] == pytest.approx(expected.delta)
+        assert found[f"interval/{prediction.key}"] == pytest.approx((expected.low, expected.high))
+        assert found[f"holds/{prediction.key}"] == prediction.holds(expected)
+    assert found["holds/a2c/task1"] and found["holds/task1-pg1/task1"]
+    assert found["p/a2c/task1"] == pytest.approx(np.mean([[x > y for y in scores["task1"]] for x in scores["a2c"]]))
+
+
+def test_no_prediction_is_judged_before_both_arms_have_five_seeds(tmp_path) -> None:
+    write_runs(tmp_path, FINALS)
+    shutil.rmtree(tmp_path / "task1_seed-300")
+    found = measure_seeds(tmp_path)
+    assert found["scored/task1"] == 4
+    assert "delta/a2c/task1" not in found and "delta/task1-pg1/task1" not in found
+    assert "delta/a2c/task1-pg1" in found  # its two arms are complete
+
+
+def test_a_prediction_that_says_not_above_holds_only_when_the_interval_reaches_zero() -> None:
+    not_slower = Prediction("a2c", "task1-pg1", above=False)
+    assert not_slower.holds(difference([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]))
+    assert not not_slower.holds(difference([10.0, 11.0, 12.0], [1.0, 2.0, 3.0]))
+
+
+def test_the_seed_mean_curve_holds_a_stopped_seed_and_waits_for_one_still_training() -> None:
+    stopped, going = run([-20.0, 19.0], every=100), run([-20.0, -10.0, 0.0], every=100)
+    assert seed_mean_curve([stopped, going]) == ([0, 100, 200], [-20.0, 4.5, 9.5])
+    assert seed_mean_curve([going, run([-20.0], every=100)]) == ([0], [-20.0])
+
+
+def test_the_figure_draws_every_seed_and_each_prediction_once_complete(tmp_path) -> None:
+    write_runs(tmp_path / "runs", FINALS)
+    fig = plot_seeds(tmp_path / "runs", tmp_path / "seeds.png")
+    axes = fig.axes
+    assert (tmp_path / "seeds.png").stat().st_size > 0
+    assert axes[0].get_title().startswith("(a) a2c: 4 of 5 seeds above 18")
+    assert [len(ax.lines) for ax in axes[:3]] == [5 + 4 + 1 + 1, 5 + 1 + 1 + 1, 5 + 2 + 1 + 1]  # seeds, ×, mean, 18
+    assert len(axes[4].containers) == len(PREDICTIONS)
+    assert not any("waiting" in t.get_text() for t in axes[4].texts)
+    shutil.rmtree(tmp_path / "runs" / "a2c_seed-0")
+    waiting = plot_seeds(tmp_path / "runs").axes[4]
+    assert len(waiting.containers) == 1
+    assert sum("waiting" in t.get_text() for t in waiting.texts) == 2
+
+
+def test_the_claims_check_can_cite_the_section(tmp_path) -> None:
+    write_runs(tmp_path, FINALS)
+    cited = claims.measure(tmp_path, None)
+    assert {key: cited[f"seeds/{key}"] for key in measure_seeds(tmp_path)} == measure_seeds(tmp_path)

@@ -18,6 +18,7 @@ import numpy as np
 
 from rlhelpers.core.evaluation import mean_and_sem
 from rlhelpers.report.plotting import algo_curve, held_returns
+from rlhelpers.report.seeds import ARMS, measure_seeds
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -25,7 +26,7 @@ from rlhelpers.runner.records import RunRecord, read_runs
 TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
 SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
 # The controlled experiment beside the report: task1 with A2C's actor weight (variant pg1) against both.
-ABLATION = ("a2c", "task1", "task1-pg1")
+ABLATION = ARMS
 SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
 STEP = "M"  # environment steps in millions: 7.2M
 
@@ -182,7 +183,9 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
       parameters whose RMSprop mean square is below epsilon) and ``lr_ratio`` (task1's learning rate over A2C's);
     - ``budget``: the report runs' training budget, when they share one;
     - ``ablation/...``: ``compare_speed`` of ``ABLATION``'s labels (``ablation/until``,
-      ``ablation/below/<a>/<b>``, ...).
+      ``ablation/below/<a>/<b>``, ...);
+    - ``seeds/...``: the five-seed section's figures, ``measure_seeds`` of the runs of all five seeds
+      (``seeds/passed/<arm>``, ``seeds/interval/<x>/<y>``, ...).
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
@@ -198,6 +201,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
     found.update({f"ablation/{key}": value for key, value in compare_speed(records.values(), ABLATION).items()})
     found.update(_pair_gaps(records))
     found.update(_gradient_facts(analysis))
+    found.update({f"seeds/{key}": value for key, value in measure_seeds(runs_dir, target).items()})
     budgets = {record.config.get("total_timesteps") for record in records.values() if not record.variant}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     lr = {record.label: record.config.get("lr") for record in records.values()}

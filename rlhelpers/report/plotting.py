@@ -116,7 +116,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
                 any_stopped = True
                 ax.plot(steps[-1], means[-1], "x", color=color, markersize=9, markeredgewidth=2,
                         label=f"_{run.name} stopped")
-    _label_steps(ax)
+    label_steps(ax)
     ax.set_ylabel("evaluation return (mean ± 1 s.e.)")
     ax.set_title(f"{', '.join(envs) or 'no runs found'}: stochastic-policy evaluation")
     ax.grid(alpha=0.3)
@@ -128,13 +128,13 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
                     "at later steps.")
     fig.text(0.01, 0.01, caption, fontsize=8, va="bottom", ha="left", wrap=True)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    _save(fig, out, dpi=120)
+    save_figure(fig, out, dpi=120)
     names = {r.name for r in records}
     missing = [name for name in expected_runs(tuple(labels)) if name not in names]
     return fig, missing
 
 
-def _save(fig: Figure, out: str | Path | None, dpi: int = 110) -> None:
+def save_figure(fig: Figure, out: str | Path | None, dpi: int = 110) -> None:
     """Save ``fig`` to ``out`` (its format from the suffix), creating the folder; nothing when ``out`` is None."""
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ def _seed_style(seed: int | None, styles: tuple[str, ...], other: str) -> str:
     return styles[REPORT_SEEDS.index(seed) % len(styles)] if seed in REPORT_SEEDS else other
 
 
-def _label_steps(ax: Axes) -> None:
+def label_steps(ax: Axes) -> None:
     """Label the x axis as environment steps, in engineering notation (300 k, 2 M) at every scale."""
     ax.set_xlabel("environment steps")
     ax.xaxis.set_major_formatter(EngFormatter())
@@ -188,11 +188,11 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels
         ax.ticklabel_format(axis="y", useOffset=False)
         ax.grid(alpha=0.3)
     for ax in axes[1]:
-        _label_steps(ax)
+        label_steps(ax)
     if axes[0, 0].lines:
         axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
-    _save(fig, out)
+    save_figure(fig, out)
     return fig
 
 
@@ -248,9 +248,9 @@ def plot_mechanism(analysis: dict[str, Any], out: str | Path | None = None) -> F
             ax.yaxis.set_minor_formatter(NullFormatter())
         ax.grid(alpha=0.3, which="both")
     for ax in axes[1]:
-        _label_steps(ax)
+        label_steps(ax)
     handles = {line.get_label().split(" ")[0]: line for line in head.lines}
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=6, fontsize=8)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    _save(fig, out)
+    save_figure(fig, out)
     return fig

@@ -1,24 +1,36 @@
 """Do the report's answers hold on five seeds? Each run's score S and two arms' difference of mean scores,
-with a percentile-bootstrap interval over seeds, as the five-seed section's predictions define them."""
+with a percentile-bootstrap interval over seeds, as the five-seed section's predictions define them; what the
+section cites, and its figure."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-from rlhelpers.report.plotting import held_returns
-from rlhelpers.runner.records import RunRecord
+from rlhelpers.report.plotting import held_returns, label_steps, save_figure
+from rlhelpers.runner.records import RunRecord, read_runs
 
 SCORE_UNTIL = 7_200_000  # the last step every run of the report reaches (a2c_seed-0 stopped there)
 RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
+FIVE_SEEDS = (0, 100, 200, 300, 400)  # the report's two seeds and the three of the five-seed campaign
+ARMS = ("a2c", "task1", "task1-pg1")  # the ablation's arms: A2C, task1, and task1 with A2C's actor weight
+SEEDS_PNG = "seeds.png"
 
 
 def seed_score(record: RunRecord, until: int = SCORE_UNTIL) -> float | None:
     """S: the mean of the run's evaluation means at every evaluation step from 0 to ``until`` (a run that
-    stopped early above its stop return holds its last evaluation); None while the run has not got there."""
+    stopped early above its stop return holds its last evaluation); None while the run has not got there, and
+    for a run whose config names no evaluation interval."""
+    if not record.config.get("eval_interval"):
+        return None
     steps = range(0, until + 1, int(record.config["eval_interval"]))
     held = held_returns(record, steps)
     if len(held) < len(steps):
@@ -53,3 +65,143 @@ def difference(x: Sequence[float], y: Sequence[float], resamples: int = RESAMPLE
     low, high = np.quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
     return Difference(float(x.mean() - y.mean()), float(low), float(high),
                       float(np.mean(x[:, None] > y[None, :])))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Δ(x, y)'s interval lies above 0 (``above``), or, when not ``above``, it does not lie entirely above 0."""
+
+    x: str
+    y: str
+    above: bool
+
+    def holds(self, found: Difference) -> bool:
+        return found.above_zero == self.above
+
+    @property
+    def key(self) -> str:
+        return f"{self.x}/{self.y}"
+
+
+# The section's predictions, fixed before the runs: A2C faster than task1; task1 with pg_coef 1.0 faster than
+# task1; task1 with pg_coef 1.0 not slower than A2C.
+PREDICTIONS = (Prediction("a2c", "task1", True), Prediction("task1-pg1", "task1", True),
+               Prediction("a2c", "task1-pg1", False))
+
+
+def arm_runs(runs_dir: str | Path) -> dict[str, list[RunRecord]]:
+    """The evaluated runs of each of ``ARMS`` with the seeds of ``FIVE_SEEDS`` in ``runs_dir``, by seed."""
+    records = [r for r in read_runs(runs_dir, FIVE_SEEDS) if r.evaluations]
+    return {arm: sorted((r for r in records if r.label == arm), key=lambda r: r.seed) for arm in ARMS}
+
+
+def measure_seeds(runs_dir: str | Path, target: float = 18.0) -> dict[str, Any]:
+    """What the five-seed section cites, by key: ``score/<run>`` (S, None before it gets there),
+    ``scored/<arm>`` (how many seeds have S), ``passed/<arm>`` (how many seeds' evaluations exceeded
+    ``target``) and ``pass/<arm>`` (the range of their first steps above it); and per prediction of
+    x over y, once both arms have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ),
+    ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
+    runs = arm_runs(runs_dir)
+    found: dict[str, Any] = {}
+    scores: dict[str, list[float]] = {}
+    for arm, records in runs.items():
+        found.update({f"score/{r.name}": seed_score(r) for r in records})
+        scores[arm] = [s for s in (seed_score(r) for r in records) if s is not None]
+        passes = [step for step in (r.first_step_above(target) for r in records) if step is not None]
+        found[f"scored/{arm}"] = len(scores[arm])
+        found[f"passed/{arm}"] = len(passes)
+        found[f"pass/{arm}"] = (min(passes), max(passes)) if passes else None
+    for prediction in PREDICTIONS:
+        if all(len(scores[arm]) == len(FIVE_SEEDS) for arm in (prediction.x, prediction.y)):
+            result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
+            found.update({f"delta/{key}": result.delta, f"interval/{key}": (result.low, result.high),
+                          f"p/{key}": result.p_greater, f"holds/{key}": prediction.holds(result)})
+    return found
+
+
+def seed_mean_curve(records: Sequence[RunRecord]) -> tuple[list[int], list[float]]:
+    """The mean over seeds of each seed's evaluation mean, at every step that all seeds evaluated or hold
+    (a seed that stopped early above its stop return holds its last evaluation)."""
+    steps = sorted({e.step for r in records for e in r.evaluations})
+    held = [held_returns(r, steps) for r in records]
+    steps = [step for step in steps if all(step in returns for returns in held)]
+    return steps, [float(np.mean([np.mean(returns[step]) for returns in held])) for step in steps]
+
+
+def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: float = 18.0) -> Figure:
+    """The five-seed section's figure: (a-c) each arm's seeds (thin; × where one stopped above ``target``) and
+    their mean (thick), the score window shaded; (d) each seed's score S and the arm's mean; (e) Δ of each
+    prediction with its 95% bootstrap interval and P(X > Y), once both of its arms have all five seeds."""
+    runs, found = arm_runs(runs_dir), measure_seeds(runs_dir, target)
+    fig = plt.figure(figsize=(11, 7.6))
+    grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
+    curves = [fig.add_subplot(grid[0, 2 * i:2 * i + 2]) for i in range(len(ARMS))]
+    for ax in curves[1:]:
+        ax.sharex(curves[0])
+        ax.sharey(curves[0])
+        ax.tick_params(labelleft=False)
+    for i, (ax, arm) in enumerate(zip(curves, ARMS, strict=True)):
+        _draw_arm(ax, runs[arm], f"C{i}", target)
+        ax.set_title(f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} seeds above {target:g}",
+                     fontsize=10)
+    curves[0].set_ylabel("evaluation return (mean of 30 episodes)")
+    _draw_scores(fig.add_subplot(grid[1, :3]), runs)
+    _draw_differences(fig.add_subplot(grid[1, 3:]), found)
+    fig.text(0.01, 0.01, "Thin: each seed; thick: their mean. Shaded: the steps that S averages (0 to "
+             f"{SCORE_UNTIL / 1e6:.1f}M). Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; "
+             "P: the share of seed pairs in which the first arm scores higher.", fontsize=8, va="bottom", ha="left",
+             wrap=True)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    save_figure(fig, out, dpi=120)
+    return fig
+
+
+def _draw_arm(ax: Axes, records: Sequence[RunRecord], color: str, target: float) -> None:
+    for record in records:
+        steps, means = [e.step for e in record.evaluations], [e.mean for e in record.evaluations]
+        ax.plot(steps, means, color=color, linewidth=0.7, alpha=0.55)
+        if record.stopped_early():
+            ax.plot(steps[-1], means[-1], "x", color=color, markersize=7, markeredgewidth=1.5)
+    if records:
+        ax.plot(*seed_mean_curve(records), color=color, linewidth=2.2, label="mean of the seeds")
+    ax.axvspan(0, SCORE_UNTIL, color="0.5", alpha=0.08, linewidth=0)
+    ax.axhline(target, color="0.3", linestyle=":", linewidth=0.8)
+    label_steps(ax)
+    ax.grid(alpha=0.3)
+
+
+def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]]) -> None:
+    for i, records in enumerate(runs.values()):
+        scored = [(r.seed, s) for r, s in ((r, seed_score(r)) for r in records) if s is not None]
+        for seed, score in scored:
+            ax.plot(i, score, "o", color=f"C{i}", markersize=5)
+            ax.annotate(str(seed), (i, score), xytext=(6, -3), textcoords="offset points", fontsize=7)
+        if scored:
+            ax.hlines(np.mean([s for _, s in scored]), i - 0.25, i + 0.25, color=f"C{i}", linewidth=2)
+    ax.set_xticks(range(len(runs)), list(runs))
+    ax.set_xlim(-0.6, len(runs) - 0.4)
+    ax.set_ylabel(f"score S (mean return, 0 to {SCORE_UNTIL / 1e6:.1f}M)")
+    ax.set_title("(d) each seed's score S (labelled by seed) and the arm's mean", fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+
+
+def _draw_differences(ax: Axes, found: dict[str, Any]) -> None:
+    for row, prediction in enumerate(PREDICTIONS):
+        y = len(PREDICTIONS) - 1 - row
+        key = prediction.key
+        if f"delta/{key}" not in found:
+            ax.text(0.5, y, "waiting for all five seeds of both arms", ha="center", va="center", fontsize=8,
+                    transform=ax.get_yaxis_transform())
+            continue
+        low, high = found[f"interval/{key}"]
+        delta = found[f"delta/{key}"]
+        ax.errorbar(delta, y, xerr=[[delta - low], [high - delta]], fmt="o", color="0.2", capsize=4)
+        verdict = "holds" if found[f"holds/{key}"] else "refuted"
+        ax.annotate(f"P = {found[f'p/{key}']:.2f}; prediction {row + 1} {verdict}", (delta, y), xytext=(0, 9),
+                    textcoords="offset points", ha="center", fontsize=8)
+    ax.axvline(0, color="0.3", linewidth=0.8)
+    ax.set_yticks(range(len(PREDICTIONS)), [f"Δ({p.x}, {p.y})" for p in reversed(PREDICTIONS)])
+    ax.set_ylim(-0.6, len(PREDICTIONS) - 0.4)
+    ax.set_xlabel("difference of mean scores S")
+    ax.set_title("(e) the predictions: Δ with its 95% interval", fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
