@@ -142,9 +142,11 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         ax.tick_params(labelleft=False)
     for i, (ax, arm) in enumerate(zip(curves, ARMS, strict=True)):
         _draw_arm(ax, runs[arm], f"C{i}", target)
-        ax.set_title(f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} seeds above {target:g}",
+        first, last = (f"{step / 1e6:.1f}M" for step in found[f"pass/{arm}"] or (0, 0))
+        at = "" if found[f"pass/{arm}"] is None else f", at {first}" if first == last else f", at {first}-{last}"
+        ax.set_title(f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} seeds above {target:g}{at}",
                      fontsize=10)
-    curves[0].set_ylabel("evaluation return (mean of 30 episodes)")
+    curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs)
     _draw_differences(fig.add_subplot(grid[1, 3:]), found)
     fig.text(0.01, 0.01, "Thin: each seed; thick: their mean. Shaded: the steps that S averages (0 to "
