@@ -110,3 +110,25 @@ def test_a_variants_measurements_stay_out_of_the_report_runs_figures() -> None:
     assert report_facts(with_variant) == report_facts(COMMITTED_ANALYSIS)
     # the ablation's own figure compares it with task1 at the same seed and step: 100 times task1's here
     assert claims._gradient_facts(with_variant)["head_actor/task1-pg1/task1"][1] == pytest.approx(100)
+
+
+def test_the_five_seed_ranges_cover_both_analyses_and_count_their_runs() -> None:
+    new_seed = json.loads(json.dumps({k: v for k, v in COMMITTED_ANALYSIS.items() if k != "snapshots"}))
+    entry = json.loads(json.dumps(COMMITTED_ANALYSIS["snapshots"]["task1_seed-0@3000000"]))
+    entry["run"] = "task1_seed-300"
+    entry["estimator_variance"]["sampled_over_all_action_batch"] = 1000.0  # beyond the report runs' range
+    new_seed["snapshots"] = {"task1_seed-300@3000000": entry}
+    new_seed["optimizer_regime"] = {}
+    found = claims.measure(ROOT / "runs", COMMITTED_ANALYSIS, seeds_analysis=new_seed)
+    report_low, report_high = found["variance_ratio"]
+    assert report_high < 1000.0 and found["seeds/variance_ratio"] == (report_low, 1000.0)
+    assert found["seeds/analysed/task1"] == 3 and found["seeds/analysed/a2c"] == 2  # seeds 0, 100 and 300
+    assert "seeds/variance_ratio" not in claims.measure(ROOT / "runs", COMMITTED_ANALYSIS)
+
+
+def test_analyses_of_different_settings_are_not_merged() -> None:
+    other = {**COMMITTED_ANALYSIS, "n_rollouts": COMMITTED_ANALYSIS["n_rollouts"] + 1}
+    with pytest.raises(ValueError, match="different settings"):
+        claims.merged_analysis(COMMITTED_ANALYSIS, other)
+    assert claims.merged_analysis(None, None) is None
+    assert claims.merged_analysis(COMMITTED_ANALYSIS, None) == COMMITTED_ANALYSIS

@@ -166,7 +166,21 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
     return found
 
 
-def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float = 18.0) -> dict[str, Any]:
+def merged_analysis(*analyses: dict[str, Any] | None) -> dict[str, Any] | None:
+    """One analysis of the snapshots and optimizer regimes of all ``analyses`` (None ones left out), which must
+    share one method and its settings; None when none is given."""
+    given = [a for a in analyses if a is not None]
+    if not given:
+        return None
+    settings = [{key: value for key, value in a.items() if not isinstance(value, dict)} for a in given]
+    if any(s != settings[0] for s in settings):
+        raise ValueError(f"the analyses were measured with different settings: {settings}")
+    return {**settings[0], "snapshots": {k: v for a in given for k, v in a.get("snapshots", {}).items()},
+            "optimizer_regime": {k: v for a in given for k, v in a.get("optimizer_regime", {}).items()}}
+
+
+def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float = 18.0,
+            seeds_analysis: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every measurement the claims can name, by key, from the report-seed runs in ``runs_dir`` and the gradient
     ``analysis``:
 
@@ -185,7 +199,9 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
     - ``ablation/...``: ``compare_speed`` of ``ABLATION``'s labels (``ablation/until``,
       ``ablation/below/<a>/<b>``, ...);
     - ``seeds/...``: the five-seed section's figures, ``measure_seeds`` of the runs of all five seeds
-      (``seeds/passed/<arm>``, ``seeds/interval/<x>/<y>``, ...).
+      (``seeds/passed/<arm>``, ``seeds/interval/<x>/<y>``, ...), and given the five-seed runs' gradient
+      analysis ``seeds_analysis``, the gradient facts over the snapshots of both analyses
+      (``seeds/variance_ratio``, ...) with ``seeds/analysed/<label>``, how many runs of each label they cover.
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
@@ -202,6 +218,12 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
     found.update(_pair_gaps(records))
     found.update(_gradient_facts(analysis))
     found.update({f"seeds/{key}": value for key, value in measure_seeds(runs_dir, target).items()})
+    if seeds_analysis is not None:
+        every = merged_analysis(analysis, seeds_analysis)
+        found.update({f"seeds/{key}": value for key, value in _gradient_facts(every).items()})
+        analysed = {s["run"] for s in every["snapshots"].values() if s["step"] > 0}
+        found.update({f"seeds/analysed/{lab}": sum(label(run) == lab for run in analysed)
+                      for lab in {label(run) for run in analysed}})
     budgets = {record.config.get("total_timesteps") for record in records.values() if not record.variant}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     lr = {record.label: record.config.get("lr") for record in records.values()}
