@@ -214,4 +214,5 @@ def test_runs_of_other_seeds_stay_out_of_the_report_plot_and_table(tmp_path) -> 
     assert [line.get_label() for line in fig.axes[0].lines if not line.get_label().startswith("_")] == [
         "a2c (seeds 0, 100)"]
     assert [r.name for r in evaluated_runs(tmp_path)] == ["a2c_seed-0", "a2c_seed-100"]
+    assert [r.name for r in evaluated_runs(tmp_path, seeds=(200, 300))] == ["a2c_seed-200"]  # the Appendix's
     assert "last/a2c_seed-200" not in measure(tmp_path, None)

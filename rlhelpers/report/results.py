@@ -26,10 +26,10 @@ def _run_order(name: str) -> tuple[int, str]:
     return (order.index(name), "") if name in order else (len(order), name)
 
 
-def evaluated_runs(runs_dir: str | Path) -> list[RunRecord]:
-    """The record of every run of the report's seeds under ``runs_dir`` with at least one evaluation: the rows
-    of the report's tables, in report order."""
-    return sorted((r for r in read_runs(runs_dir, REPORT_SEEDS) if r.evaluations), key=lambda r: _run_order(r.name))
+def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[RunRecord]:
+    """The record of every run of ``seeds`` (the report's) under ``runs_dir`` with at least one evaluation: the
+    rows of the report's tables, in report order (runs of other seeds by name)."""
+    return sorted((r for r in read_runs(runs_dir, seeds) if r.evaluations), key=lambda r: _run_order(r.name))
 
 
 def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_entity: str | None = None) -> str:
