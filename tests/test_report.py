@@ -75,10 +75,15 @@ def _text(nb: nbformat.NotebookNode) -> str:
     return "\n".join(parts)
 
 
+def _tables(nb: nbformat.NotebookNode) -> list[str]:
+    """Every results table the notebook shows (the report's, the ablation's, the five-seed runs')."""
+    return [o["data"]["text/markdown"] for o in _outputs(nb)
+            if o["output_type"] == "display_data" and "\n| run | steps |" in o["data"].get("text/markdown", "")]
+
+
 def _results_table(nb: nbformat.NotebookNode) -> str:
-    tables = [o["data"]["text/markdown"] for o in _outputs(nb)
-              if o["output_type"] == "display_data" and "\n| run | steps |" in o["data"].get("text/markdown", "")]
-    assert len(tables) == 1, "the notebook shows exactly one results table"
+    tables = [table for table in _tables(nb) if not re.search(r"_seed-[234]00 \|", table)]
+    assert len(tables) == 1, "the notebook shows exactly one results table of the report's seeds"
     return tables[0]
 
 
@@ -196,9 +201,14 @@ def prepared_runs(tmp_path: Path) -> list[str]:
 
 
 def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -> None:
+    five_seed_run = tmp_path / "runs" / "a2c_seed-200" / "eval_history.json"
+    five_seed_run.parent.mkdir()
+    five_seed_run.write_text(json.dumps(_prepared_record("a2c_seed-200", [0, 300_000], [-20.0, -18.0])))
     proc, nb = _papermill(tmp_path, "out.ipynb", ["-p", "algo", "none", "-p", "wandb_mode", "offline"])
     _assert_report_ok(proc, nb, tmp_path, prepared_runs)
     table = _results_table(nb)
+    assert "a2c_seed-200" not in table  # the five-seed runs have their own section and appendix table
+    assert [t for t in _tables(nb) if "| a2c_seed-200 |" in t] and (tmp_path / "figures" / "seeds.png").exists()
     # 600,000 steps in 6,000 s; means -20, 5, 19: above -10 and 0 first at 300,000, above 18 at 600,000
     assert table.startswith("**Runs on `PongNoFrameskip-v4`**\n")  # the environment once, not on every row
     assert ("| a2c_seed-0 | 600,000 | 1.7 | 19.00 ± 0.58 (3) | 19.00 ± 0.58 (600,000) "

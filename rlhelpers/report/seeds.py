@@ -15,12 +15,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from rlhelpers.report.plotting import held_returns, label_steps, save_figure
+from rlhelpers.runner.config import REPORT_SEEDS
 from rlhelpers.runner.records import RunRecord, read_runs
 
 SCORE_UNTIL = 7_200_000  # the last step every run of the report reaches (a2c_seed-0 stopped there)
 RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
-FIVE_SEEDS = (0, 100, 200, 300, 400)  # the report's two seeds and the three of the five-seed campaign
+EXTRA_SEEDS = (200, 300, 400)  # the five-seed campaign's, beside the report's two
+FIVE_SEEDS = (*REPORT_SEEDS, *EXTRA_SEEDS)
 ARMS = ("a2c", "task1", "task1-pg1")  # the ablation's arms: A2C, task1, and task1 with A2C's actor weight
 SEEDS_PNG = "seeds.png"
 
