@@ -127,8 +127,8 @@ def test_the_figure_draws_every_seed_and_each_prediction_once_complete(tmp_path)
     fig = plot_seeds(tmp_path / "runs", tmp_path / "seeds.png")
     axes = fig.axes
     assert (tmp_path / "seeds.png").stat().st_size > 0
-    assert axes[0].get_title() == "(a) a2c: 4 of 5 seeds above 18, at 7.2M"
-    assert axes[2].get_title() == "(c) task1-pg1: 2 of 5 seeds above 18, at 7.2M"
+    assert axes[0].get_title() == "(a) a2c: 4 of 5 above 18, at 7.2M"
+    assert axes[2].get_title() == "(c) task1-pg1: 2 of 5 above 18, at 7.2M"
     assert [len(ax.lines) for ax in axes[:3]] == [5 + 4 + 1 + 1, 5 + 1 + 1 + 1, 5 + 2 + 1 + 1]  # seeds, ×, mean, 18
     assert len(axes[4].containers) == len(PREDICTIONS)
     assert not any("waiting" in t.get_text() for t in axes[4].texts)

@@ -146,7 +146,7 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         _draw_arm(ax, runs[arm], f"C{i}", target)
         first, last = (f"{step / 1e6:.1f}M" for step in found[f"pass/{arm}"] or (0, 0))
         at = "" if found[f"pass/{arm}"] is None else f", at {first}" if first == last else f", at {first}-{last}"
-        ax.set_title(f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} seeds above {target:g}{at}",
+        ax.set_title(f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} above {target:g}{at}",
                      fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs)
@@ -176,12 +176,13 @@ def _draw_arm(ax: Axes, records: Sequence[RunRecord], color: str, target: float)
 
 def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]]) -> None:
     for i, records in enumerate(runs.values()):
-        scored = [(r.seed, s) for r, s in ((r, seed_score(r)) for r in records) if s is not None]
-        for seed, score in scored:
+        scored = sorted(((s, r.seed) for r, s in ((r, seed_score(r)) for r in records) if s is not None))
+        for k, (score, seed) in enumerate(scored):  # labels alternate sides, so close scores stay readable
             ax.plot(i, score, "o", color=f"C{i}", markersize=5)
-            ax.annotate(str(seed), (i, score), xytext=(6, -3), textcoords="offset points", fontsize=7)
+            ax.annotate(str(seed), (i, score), xytext=(6 if k % 2 else -6, -3), textcoords="offset points",
+                        ha="left" if k % 2 else "right", fontsize=7)
         if scored:
-            ax.hlines(np.mean([s for _, s in scored]), i - 0.25, i + 0.25, color=f"C{i}", linewidth=2)
+            ax.hlines(np.mean([s for s, _ in scored]), i - 0.25, i + 0.25, color=f"C{i}", linewidth=2)
     ax.set_xticks(range(len(runs)), list(runs))
     ax.set_xlim(-0.6, len(runs) - 0.4)
     ax.set_ylabel(f"score S (mean return, 0 to {SCORE_UNTIL / 1e6:.1f}M)")
