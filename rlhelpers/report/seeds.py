@@ -103,12 +103,16 @@ def measure_seeds(runs_dir: str | Path, target: float = 18.0) -> dict[str, Any]:
     ``target``) and ``pass/<arm>`` (the range of their first steps above it); and per prediction of
     x over y, once both arms have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ),
     ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
-    runs = arm_runs(runs_dir)
+    return _measure_arms(arm_runs(runs_dir), target)
+
+
+def _measure_arms(runs: dict[str, list[RunRecord]], target: float) -> dict[str, Any]:
+    """``measure_seeds`` of the runs of each arm, already read."""
     found: dict[str, Any] = {}
     scores: dict[str, list[float]] = {}
     for arm, records in runs.items():
         found.update({f"score/{r.name}": seed_score(r) for r in records})
-        scores[arm] = [s for s in (seed_score(r) for r in records) if s is not None]
+        scores[arm] = [found[f"score/{r.name}"] for r in records if found[f"score/{r.name}"] is not None]
         passes = [step for step in (r.first_step_above(target) for r in records) if step is not None]
         found[f"scored/{arm}"] = len(scores[arm])
         found[f"passed/{arm}"] = len(passes)
@@ -134,7 +138,8 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
     """The five-seed section's figure: (a-c) each arm's seeds (thin; × where one stopped above ``target``) and
     their mean (thick), the score window shaded; (d) each seed's score S and the arm's mean; (e) Δ of each
     prediction with its 95% bootstrap interval and P(X > Y), once both of its arms have all five seeds."""
-    runs, found = arm_runs(runs_dir), measure_seeds(runs_dir, target)
+    runs = arm_runs(runs_dir)
+    found = _measure_arms(runs, target)
     fig = plt.figure(figsize=(11, 7.6))
     grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
     curves = [fig.add_subplot(grid[0, 2 * i:2 * i + 2]) for i in range(len(ARMS))]
@@ -144,12 +149,12 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         ax.tick_params(labelleft=False)
     for i, (ax, arm) in enumerate(zip(curves, ARMS, strict=True)):
         _draw_arm(ax, runs[arm], f"C{i}", target)
-        first, last = (f"{step / 1e6:.1f}M" for step in found[f"pass/{arm}"] or (0, 0))
-        at = "" if found[f"pass/{arm}"] is None else f", at {first}" if first == last else f", at {first}-{last}"
+        when = found[f"pass/{arm}"]  # first and last step, written once when they round alike
+        at = "" if when is None else ", at " + "-".join(dict.fromkeys(f"{step / 1e6:.1f}M" for step in when))
         ax.set_title(f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} above {target:g}{at}",
                      fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
-    _draw_scores(fig.add_subplot(grid[1, :3]), runs)
+    _draw_scores(fig.add_subplot(grid[1, :3]), runs, found)
     _draw_differences(fig.add_subplot(grid[1, 3:]), found)
     fig.text(0.01, 0.01, "Thin: each seed; thick: their mean. Shaded: the steps that S averages (0 to "
              f"{SCORE_UNTIL / 1e6:.1f}M). Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; "
@@ -174,9 +179,9 @@ def _draw_arm(ax: Axes, records: Sequence[RunRecord], color: str, target: float)
     ax.grid(alpha=0.3)
 
 
-def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]]) -> None:
+def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, Any]) -> None:
     for i, records in enumerate(runs.values()):
-        scored = sorted(((s, r.seed) for r, s in ((r, seed_score(r)) for r in records) if s is not None))
+        scored = sorted((found[f"score/{r.name}"], r.seed) for r in records if found[f"score/{r.name}"] is not None)
         for k, (score, seed) in enumerate(scored):  # labels alternate sides, so close scores stay readable
             ax.plot(i, score, "o", color=f"C{i}", markersize=5)
             ax.annotate(str(seed), (i, score), xytext=(6 if k % 2 else -6, -3), textcoords="offset points",
