@@ -25,6 +25,7 @@ EXTRA_SEEDS = (200, 300, 400)  # the five-seed campaign's, beside the report's t
 FIVE_SEEDS = (*REPORT_SEEDS, *EXTRA_SEEDS)
 ARMS = ("a2c", "task1", "task1-pg1")  # the ablation's arms: A2C, task1, and task1 with A2C's actor weight
 SEEDS_PNG = "seeds.png"
+SEEDS_ANALYSIS_JSON = "analysis_seeds.json"  # the gradient facts of the five-seed runs, beside analysis.json
 
 
 def seed_score(record: RunRecord, until: int = SCORE_UNTIL) -> float | None:
