@@ -74,7 +74,8 @@ def write_runs(runs_dir: Path, finals: dict[str, list[float]], every: int = 1_20
             means = [-20 + (final + 20) * min(step, 7_200_000) / 7_200_000 for step in steps]
             history = [{"step": step, "returns": [m - 1, m + 1]} for step, m in zip(steps, means, strict=True)]
             name = f"{label}_seed-{seed}"
-            config = {"algo": algo, "variant": variant, "seed": seed, "eval_interval": every, "stop_return": 18.0}
+            config = {"algo": algo, "variant": variant, "seed": seed, "eval_interval": every, "stop_return": 18.0,
+                      "total_timesteps": 9_600_000}
             (runs_dir / name).mkdir(parents=True)
             (runs_dir / name / "eval_history.json").write_text(
                 json.dumps({"run_name": name, "config": config, "history": history}))
@@ -91,6 +92,7 @@ def test_the_section_measures_scores_passes_and_each_prediction(tmp_path) -> Non
     assert found["score/task1_seed-100"] == pytest.approx((-5 - 20) / 2)
     assert (found["scored/a2c"], found["passed/a2c"], found["pass/a2c"]) == (5, 4, (7_200_000, 7_200_000))
     assert (found["passed/task1"], found["passed/task1-pg1"]) == (1, 2)
+    assert found["training/a2c"] == found["training/task1"] == 0
     scores = {arm: [(f - 20) / 2 for f in finals] for arm, finals in FINALS.items()}
     for prediction in PREDICTIONS:
         expected = difference(scores[prediction.x], scores[prediction.y])
@@ -136,6 +138,17 @@ def test_the_figure_draws_every_seed_and_each_prediction_once_complete(tmp_path)
     waiting = plot_seeds(tmp_path / "runs").axes[4]
     assert len(waiting.containers) == 1
     assert sum("waiting" in t.get_text() for t in waiting.texts) == 2
+
+
+def test_a_seed_still_training_is_not_counted_as_one_that_failed(tmp_path) -> None:
+    write_runs(tmp_path, FINALS)
+    going = tmp_path / "a2c_seed-400" / "eval_history.json"  # below 18 at 7.2M, and its budget not spent
+    record = json.loads(going.read_text())
+    going.write_text(json.dumps({**record, "history": record["history"][:7]}))
+    assert measure_seeds(tmp_path)["training/a2c"] == 1
+    titles = [ax.get_title() for ax in plot_seeds(tmp_path).axes[:3]]
+    assert titles[0] == "(a) a2c: 4 of 5 above 18, at 7.2M\n1 of them still training"
+    assert titles[1] == "(b) task1: 1 of 5 above 18, at 7.2M"
 
 
 def test_the_claims_check_can_cite_the_section(tmp_path) -> None:

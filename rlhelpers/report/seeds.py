@@ -101,7 +101,8 @@ def arm_runs(runs_dir: str | Path) -> dict[str, list[RunRecord]]:
 def measure_seeds(runs_dir: str | Path, target: float = 18.0) -> dict[str, Any]:
     """What the five-seed section cites, by key: ``score/<run>`` (S, None before it gets there),
     ``scored/<arm>`` (how many seeds have S), ``passed/<arm>`` (how many seeds' evaluations exceeded
-    ``target``) and ``pass/<arm>`` (the range of their first steps above it); and per prediction of
+    ``target``), ``pass/<arm>`` (the range of their first steps above it) and ``training/<arm>`` (how many
+    seeds are not finished yet); and per prediction of
     x over y, once both arms have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ),
     ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
     return _measure_arms(arm_runs(runs_dir), target)
@@ -118,6 +119,7 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float) -> dict[str, 
         found[f"scored/{arm}"] = len(scores[arm])
         found[f"passed/{arm}"] = len(passes)
         found[f"pass/{arm}"] = (min(passes), max(passes)) if passes else None
+        found[f"training/{arm}"] = sum(not r.finished() for r in records)
     for prediction in PREDICTIONS:
         if all(len(scores[arm]) == len(FIVE_SEEDS) for arm in (prediction.x, prediction.y)):
             result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
@@ -152,8 +154,9 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         _draw_arm(ax, runs[arm], f"C{i}", target)
         when = found[f"pass/{arm}"]  # first and last step, written once when they round alike
         at = "" if when is None else ", at " + "-".join(dict.fromkeys(f"{step / 1e6:.1f}M" for step in when))
-        ax.set_title(f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} above {target:g}{at}",
-                     fontsize=10)
+        training = found[f"training/{arm}"]  # so that a seed still on its way does not read as one that failed
+        ax.set_title(f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} above {target:g}{at}"
+                     + (f"\n{training} of them still training" if training else ""), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs, found)
     _draw_differences(fig.add_subplot(grid[1, 3:]), found)
