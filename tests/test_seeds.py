@@ -129,8 +129,8 @@ def test_the_figure_draws_every_seed_and_each_prediction_once_complete(tmp_path)
     fig = plot_seeds(tmp_path / "runs", tmp_path / "seeds.png")
     axes = fig.axes
     assert (tmp_path / "seeds.png").stat().st_size > 0
-    assert axes[0].get_title() == "(a) a2c: 4 of 5 above 18, at 7.2M"
-    assert axes[2].get_title() == "(c) task1-pg1: 2 of 5 above 18, at 7.2M"
+    assert axes[0].get_title() == "(a) a2c: 4 of 5 above 18\nat 7.2M"
+    assert axes[2].get_title() == "(c) task1-pg1: 2 of 5 above 18\nat 7.2M"
     assert [len(ax.lines) for ax in axes[:3]] == [5 + 4 + 1 + 1, 5 + 1 + 1 + 1, 5 + 2 + 1 + 1]  # seeds, ×, mean, 18
     assert len(axes[4].containers) == len(PREDICTIONS)
     assert not any("waiting" in t.get_text() for t in axes[4].texts)
@@ -147,11 +147,21 @@ def test_a_seed_still_training_is_not_counted_as_one_that_failed(tmp_path) -> No
     going.write_text(json.dumps({**record, "history": record["history"][:7]}))
     assert measure_seeds(tmp_path)["training/a2c"] == 1
     titles = [ax.get_title() for ax in plot_seeds(tmp_path).axes[:3]]
-    assert titles[0] == "(a) a2c: 4 of 5 above 18, at 7.2M\n1 of them still training"
-    assert titles[1] == "(b) task1: 1 of 5 above 18, at 7.2M"
+    assert titles[0] == "(a) a2c: 4 of 5 above 18\nat 7.2M, 1 still training"
+    assert titles[1] == "(b) task1: 1 of 5 above 18\nat 7.2M"
 
 
 def test_the_claims_check_can_cite_the_section(tmp_path) -> None:
     write_runs(tmp_path, FINALS)
     cited = claims.measure(tmp_path, None)
     assert {key: cited[f"seeds/{key}"] for key in measure_seeds(tmp_path)} == measure_seeds(tmp_path)
+
+
+def test_the_seed_labels_of_close_scores_do_not_overlap(tmp_path) -> None:
+    write_runs(tmp_path, FINALS)  # four a2c seeds share one score
+    fig = plot_seeds(tmp_path)
+    fig.canvas.draw()
+    scores = fig.axes[3]
+    labels = [t.get_window_extent() for t in scores.texts if t.get_text().isdigit()]
+    assert len(labels) == 15
+    assert not [(a, b) for a, b in itertools.combinations(labels, 2) if a.overlaps(b)]

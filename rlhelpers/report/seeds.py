@@ -25,6 +25,7 @@ EXTRA_SEEDS = (200, 300, 400)  # the five-seed campaign's, beside the report's t
 FIVE_SEEDS = (*REPORT_SEEDS, *EXTRA_SEEDS)
 ARMS = ("a2c", "task1", "task1-pg1")  # the ablation's arms: A2C, task1, and task1 with A2C's actor weight
 SEEDS_PNG = "seeds.png"
+LABEL_GAP = 0.06  # the seed labels' least vertical distance in panel (d), as a share of its height
 SEEDS_ANALYSIS_JSON = "analysis_seeds.json"  # the gradient facts of the five-seed runs, beside analysis.json
 
 
@@ -153,10 +154,11 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
     for i, (ax, arm) in enumerate(zip(curves, ARMS, strict=True)):
         _draw_arm(ax, runs[arm], f"C{i}", target)
         when = found[f"pass/{arm}"]  # first and last step, written once when they round alike
-        at = "" if when is None else ", at " + "-".join(dict.fromkeys(f"{step / 1e6:.1f}M" for step in when))
+        notes = [] if when is None else ["at " + "-".join(dict.fromkeys(f"{step / 1e6:.1f}M" for step in when))]
         training = found[f"training/{arm}"]  # so that a seed still on its way does not read as one that failed
-        ax.set_title(f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} above {target:g}{at}"
-                     + (f"\n{training} of them still training" if training else ""), fontsize=10)
+        notes += [f"{training} still training"] if training else []
+        title = f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} above {target:g}"
+        ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs, found)
     _draw_differences(fig.add_subplot(grid[1, 3:]), found)
@@ -184,19 +186,35 @@ def _draw_arm(ax: Axes, records: Sequence[RunRecord], color: str, target: float)
 
 
 def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, Any]) -> None:
-    for i, records in enumerate(runs.values()):
-        scored = sorted((found[f"score/{r.name}"], r.seed) for r in records if found[f"score/{r.name}"] is not None)
-        for k, (score, seed) in enumerate(scored):  # labels alternate sides, so close scores stay readable
+    scored = {i: sorted((found[f"score/{r.name}"], r.seed) for r in records if found[f"score/{r.name}"] is not None)
+              for i, records in enumerate(runs.values())}
+    every = [score for arm in scored.values() for score, _ in arm] or [0.0]
+    pad = max(max(every) - min(every), 1.0) * 0.1
+    low, high = ax.set_ylim(min(every) - pad, max(every) + pad)
+    gap = LABEL_GAP * (high - low)
+    for i, arm in scored.items():
+        for score, _ in arm:
             ax.plot(i, score, "o", color=f"C{i}", markersize=5)
-            ax.annotate(str(seed), (i, score), xytext=(6 if k % 2 else -6, -3), textcoords="offset points",
-                        ha="left" if k % 2 else "right", fontsize=7)
-        if scored:
-            ax.hlines(np.mean([s for s, _ in scored]), i - 0.25, i + 0.25, color=f"C{i}", linewidth=2)
+        if arm:
+            ax.hlines(np.mean([s for s, _ in arm]), i - 0.15, i + 0.15, color=f"C{i}", linewidth=2)
+        for side in (0, 1):  # labels alternate sides, and on each side close ones move up to stay readable
+            labelled = arm[side::2]
+            for (score, seed), y in zip(labelled, _spread([s for s, _ in labelled], gap), strict=True):
+                ax.text(i + (0.2 if side else -0.2), y, str(seed), ha="left" if side else "right",
+                        va="center", fontsize=7)
     ax.set_xticks(range(len(runs)), list(runs))
     ax.set_xlim(-0.6, len(runs) - 0.4)
     ax.set_ylabel(f"score S (mean return, 0 to {SCORE_UNTIL / 1e6:.1f}M)")
     ax.set_title("(d) each seed's score S (labelled by seed) and the arm's mean", fontsize=10)
     ax.grid(alpha=0.3, axis="y")
+
+
+def _spread(ys: Sequence[float], gap: float) -> list[float]:
+    """Positions for labels of the ascending ``ys``: each at its value, or ``gap`` above the one below."""
+    placed: list[float] = []
+    for y in ys:
+        placed.append(y if not placed else max(y, placed[-1] + gap))
+    return placed
 
 
 def _draw_differences(ax: Axes, found: dict[str, Any]) -> None:
