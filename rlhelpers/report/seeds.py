@@ -199,7 +199,7 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
             ax.hlines(np.mean([s for s, _ in arm]), i - 0.15, i + 0.15, color=f"C{i}", linewidth=2)
         for side in (0, 1):  # labels alternate sides, and on each side close ones move up to stay readable
             labelled = arm[side::2]
-            for (score, seed), y in zip(labelled, _spread([s for s, _ in labelled], gap), strict=True):
+            for (_, seed), y in zip(labelled, _spread([s for s, _ in labelled], gap), strict=True):
                 ax.text(i + (0.2 if side else -0.2), y, str(seed), ha="left" if side else "right",
                         va="center", fontsize=7)
     ax.set_xticks(range(len(runs)), list(runs))
