@@ -38,6 +38,8 @@ RUN_NAME_PATTERN = re.compile(rf"^(?P<algo>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-
 # defaults of the run, and an explicit value that contradicts them is refused.
 VARIANTS: dict[str, dict[str, float]] = {
     "pg1": {"pg_coef": 1.0},  # A2C's actor weight: does task1's small actor step explain its slower learning?
+    # All of A2C's coefficients and its learning rate: at equal hyperparameters, is the all-action method slower?
+    "a2chp": {"lr": 7e-4, "pg_coef": 1.0, "vf_coef": 0.25, "ent_coef": 0.01},
 }
 
 
