@@ -99,8 +99,8 @@ def test_each_evaluation_plays_newly_seeded_episodes_on_its_own_envs() -> None:
     try:
         assert ActionRewardEnv.seeds[-4:] == [7, 8, 9, 10]  # the training envs
         ActionRewardEnv.seeds.clear()
-        trainer.evaluate()
-        trainer.evaluate()
+        trainer.evaluate(0)
+        trainer.evaluate(1)
         assert trainer.eval_env not in trainer.envs
     finally:
         trainer.close()

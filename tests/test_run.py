@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 from test_trainer import EPISODE_STEPS, TERMINATING_ENV
 
 from rlhelpers.core import trainer
@@ -72,3 +73,16 @@ def test_a_run_stops_once_its_mean_return_exceeds_stop_return_not_when_it_equals
     settings = dict(CARTPOLE, env_id=TERMINATING_ENV, stop_return=stop_return, runs_dir=str(tmp_path))
     result = train(TrainConfig(total_timesteps=400, **settings), show_progress=False)
     assert (result.stop_reason, result.num_timesteps) == expected
+
+
+def test_train_names_its_device_first_and_gives_torchs_thread_count_back(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In a notebook's kernel the run's thread setting (one thread, say) must not slow the cells that follow."""
+    torch.set_num_threads(2)
+    try:
+        train(TrainConfig(total_timesteps=40, torch_threads=1, runs_dir=str(tmp_path), **CARTPOLE), show_progress=False)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)
+    first_line = capsys.readouterr().err.splitlines()[0]
+    assert first_line.startswith("a2c_seed-0: starting on cpu (") and str(tmp_path) in first_line

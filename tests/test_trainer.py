@@ -16,7 +16,7 @@ import torch
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import state_value
 from rlhelpers.core.networks import sample_actions
-from rlhelpers.core.trainer import Trainer, env_group_count
+from rlhelpers.core.trainer import Trainer, env_group_count, training_cuda_rng_state
 from rlhelpers.runner.checkpoint import RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig, resolve_config
 
@@ -222,8 +222,6 @@ def test_resume_restores_the_state_exactly_and_the_next_update_is_the_same(tmp_p
     try:
         for _ in range(30):
             original.train_iteration()
-        original.evaluate()
-        original.train_seconds = 12.5
         run_dir = RunDirectory(tmp_path)
         run_dir.save_checkpoint(original.state_dict(), original.num_timesteps, keep=1)
         rng_at_save = torch.get_rng_state(), random.getstate()
@@ -232,10 +230,10 @@ def test_resume_restores_the_state_exactly_and_the_next_update_is_the_same(tmp_p
         assert not torch.equal(torch.get_rng_state(), rng_at_save[0])
         resumed.load_state_dict(run_dir.load_latest_checkpoint())
 
-        # Weights, optimizer state (RMSprop's square averages), counters, episode statistics, history.
+        # Weights, optimizer state (RMSprop's square averages), counters, episode statistics.
         assert_identical(training_state(resumed), training_state(original))
         assert (resumed.num_timesteps, resumed.n_updates) == (30 * 20, 30)
-        assert resumed.optimizer.state_dict()["state"] and resumed.eval_history and resumed.episode_returns
+        assert resumed.optimizer.state_dict()["state"] and resumed.episode_returns
         assert torch.equal(torch.get_rng_state(), rng_at_save[0]) and random.getstate() == rng_at_save[1]
 
         # A resume restarts the episodes in progress, from a reset seeded by the step count; from the same
@@ -252,6 +250,50 @@ def test_resume_restores_the_state_exactly_and_the_next_update_is_the_same(tmp_p
         original.close()
         if resumed is not None:
             resumed.close()
+
+
+def test_the_learners_state_is_its_model_optimizer_random_streams_and_counters_not_the_runs_bookkeeping() -> None:
+    trainer = make_trainer("CartPole-v1")
+    try:
+        assert set(trainer.state_dict()) == {"format", "config", "model", "optimizer", "rng", "num_timesteps",
+                                             "n_updates", "episode_returns", "episode_lengths"}
+    finally:
+        trainer.close()
+
+
+def fake_cuda_states(n: int) -> list[torch.Tensor]:
+    """``n`` distinct byte tensors shaped as CUDA generator states (seed and offset of Philox)."""
+    return [torch.full((16,), i + 1, dtype=torch.uint8) for i in range(n)]
+
+
+def test_only_the_training_devices_cuda_stream_is_restored_from_a_checkpoint_of_a_machine_with_several_gpus() -> None:
+    """Earlier versions saved the states of every visible GPU and restored them all, which fails where fewer
+    GPUs are visible; the run drew only from its own device's stream."""
+    two = fake_cuda_states(2)
+    assert torch.equal(training_cuda_rng_state(two, "auto"), two[0])
+    assert torch.equal(training_cuda_rng_state(two, "cuda"), two[0])
+    assert torch.equal(training_cuda_rng_state(two, "cuda:1"), two[1])
+    assert torch.equal(training_cuda_rng_state(two[1:], "cuda:1"), two[1])  # this version saves only that one
+    assert training_cuda_rng_state([], "auto") is None  # trained without CUDA so far
+
+
+@pytest.mark.parametrize("gpus_saved", [1, 2])
+def test_a_session_without_a_gpu_keeps_the_runs_cuda_stream_for_a_later_one_with_a_gpu(gpus_saved: int) -> None:
+    """GPU, then CPU (a Colab quota cut), then GPU: the CPU session must carry the CUDA stream forward, or the
+    third session would restart it from the seed and replay the first session's draws."""
+    trainer = make_trainer("CartPole-v1")
+    resumed = make_trainer("CartPole-v1")
+    try:
+        state = trainer.state_dict()
+        assert state["rng"]["cuda"] == []  # a CPU run that never saw a GPU saves none
+        state["rng"]["cuda"] = fake_cuda_states(gpus_saved)
+        resumed.load_state_dict(copy.deepcopy(state))
+        resumed.train_iteration()
+        (kept,) = resumed.state_dict()["rng"]["cuda"]
+        assert torch.equal(kept, state["rng"]["cuda"][0])
+    finally:
+        trainer.close()
+        resumed.close()
 
 
 def test_a_checkpoint_of_another_format_is_refused() -> None:

@@ -1,14 +1,13 @@
 """The algorithm: collect a rollout, bootstrap, update; evaluate; save and restore the training state.
 
-``Trainer`` owns the training envs, the model, the optimizer, the rollout buffer and the counters, and
-hands back plain values. It never touches files, locks or W&B: ``rlhelpers.runner.run`` drives it and keeps
-the run's records.
+``Trainer`` owns the training envs, the model, the optimizer, the rollout buffer, the random streams and the
+counters, and hands back plain values. It never touches files, locks, clocks or W&B: ``rlhelpers.runner.run``
+drives it and keeps the run's records (its evaluations, sessions, training time and W&B id).
 """
 
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +38,16 @@ def env_group_count(config: AgentConfig, device: torch.device) -> int:
     return 2 if overlap else 1
 
 
+def training_cuda_rng_state(saved: list[torch.Tensor], device: str) -> torch.Tensor | None:
+    """The CUDA random state of the device a checkpoint trained on, from its saved list: one entry (this
+    version's), none (it never trained on a GPU), or, from earlier versions, one per GPU of that machine, of
+    which the run drew only from the device of its config (``cuda:<i>``, else the first)."""
+    if not saved:
+        return None
+    index = torch.device(device).index if device.startswith("cuda") else None
+    return saved[index or 0] if len(saved) > 1 else saved[0]
+
+
 class Trainer:
     """One actor-critic learner: training envs, model, optimizer, rollout storage and counters."""
 
@@ -53,6 +62,9 @@ class Trainer:
         threads = config.torch_threads or (1 if self.device.type == "cuda" else 0)
         if threads:
             torch.set_num_threads(threads)
+        if self.device.type == "cuda":  # fp32 means fp32: Ampere and later GPUs run cuDNN convolutions in TF32
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         # Consecutive envs in groups, each its own vector env (collect_rollout overlaps them).
@@ -76,9 +88,8 @@ class Trainer:
         self.n_updates = 0
         self.episode_returns: deque[float] = deque(maxlen=100)
         self.episode_lengths: deque[int] = deque(maxlen=100)
-        self.eval_history: list[dict[str, Any]] = []
-        self.sessions: list[dict[str, Any]] = []  # provenance of each training session
-        self.train_seconds = 0.0  # wall-clock time spent training (evaluations included), over all sessions
+        # The CUDA random state of the run, kept while it trains on another device so that it continues later.
+        self.cuda_rng_state: torch.Tensor | None = None
         self.acting_trunks: list[torch.Tensor] = []  # the encoder's trunk outputs in a rollout's acting passes
         self.restart_episodes(config.seed)
 
@@ -177,21 +188,18 @@ class Trainer:
         self.collect_rollout()
         return self.update()
 
-    def evaluate(self) -> dict[str, Any]:
-        """Evaluate the current policy and append ``{"step", "returns", "lengths", "time",
-        "train_seconds"}`` to the history."""
+    def evaluate(self, index: int) -> dict[str, Any]:
+        """Evaluate the current policy as the run's evaluation number ``index`` (0 for the first), on episodes
+        seeded by that number; returns ``{"step", "returns", "lengths"}``."""
         cfg = self.config
         if self.eval_env is None:
             self.eval_env = make_vec_env(cfg.env_id, min(cfg.n_eval_envs, cfg.n_eval_episodes),
                                          num_threads=cfg.env_threads)
-        seed = cfg.seed + EVAL_SEED_OFFSET + len(self.eval_history) * self.eval_env.num_envs
+        seed = cfg.seed + EVAL_SEED_OFFSET + index * self.eval_env.num_envs
         self.model.eval()
         returns, lengths = evaluate_policy(self.model, self.eval_env, cfg.n_eval_episodes, seed, self.device)
         self.model.train()
-        record = {"step": self.num_timesteps, "returns": returns, "lengths": lengths,
-                  "time": round(time.time(), 3), "train_seconds": round(self.train_seconds, 3)}
-        self.eval_history.append(record)
-        return record
+        return {"step": self.num_timesteps, "returns": returns, "lengths": lengths}
 
     def snapshot(self) -> dict[str, Any]:
         """Model weights and what rebuilds the model (no optimizer): the analysis's view of the policy."""
@@ -200,7 +208,10 @@ class Trainer:
                 "model": self.model.state_dict()}
 
     def state_dict(self) -> dict[str, Any]:
-        """Full training state; only tensors and plain Python values (loads with weights_only=True)."""
+        """The learner's full state: model, optimizer, random streams and counters; only tensors and plain Python
+        values (loads with weights_only=True). The CUDA stream saved is the training device's only (or the one
+        kept from an earlier session on a GPU), so a checkpoint resumes on a machine with any number of GPUs."""
+        cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else self.cuda_rng_state
         return {
             "format": CHECKPOINT_FORMAT,
             "config": self.config.to_dict(),
@@ -210,15 +221,13 @@ class Trainer:
             "n_updates": self.n_updates,
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
-            "eval_history": self.eval_history,
-            "sessions": self.sessions,
-            "train_seconds": self.train_seconds,
             "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+                    "cuda": [] if cuda is None else [cuda]},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a ``state_dict``; training envs restart from a reset seeded by the step count."""
+        """Restore a ``state_dict`` (keys it does not know are left to the caller); training envs restart from a
+        reset seeded by the step count."""
         if state.get("format") != CHECKPOINT_FORMAT:
             raise RLHelpersError(f"checkpoint format {state.get('format')!r} is not this version's "
                                  f"({CHECKPOINT_FORMAT}); resume it with the rlhelpers version that wrote it")
@@ -228,13 +237,11 @@ class Trainer:
         self.n_updates = int(state["n_updates"])
         self.episode_returns = deque(state["episode_returns"], maxlen=self.episode_returns.maxlen)
         self.episode_lengths = deque(state["episode_lengths"], maxlen=self.episode_lengths.maxlen)
-        self.eval_history = list(state["eval_history"])
-        self.sessions = list(state["sessions"])
-        self.train_seconds = float(state["train_seconds"])
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
-        if torch.cuda.is_available() and state["rng"]["cuda"]:
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        self.cuda_rng_state = training_cuda_rng_state(state["rng"]["cuda"], state["config"].get("device", "auto"))
+        if self.device.type == "cuda" and self.cuda_rng_state is not None:
+            torch.cuda.set_rng_state(self.cuda_rng_state, self.device)
         # The emulator state is not saved: episodes in progress at the checkpoint are restarted.
         self.restart_episodes(self.config.seed + self.num_timesteps)
 
