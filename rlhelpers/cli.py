@@ -13,7 +13,7 @@ from pathlib import Path
 from rlhelpers.core.config import ENV_DEFAULTS
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
-from rlhelpers.runner.config import ALGOS, ARMS, REPORT_SEEDS, TrainConfig, field_types, whole_number
+from rlhelpers.runner.config import ALGOS, ARMS, FIELD_TYPES, REPORT_SEEDS, TrainConfig, whole_number
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 
 
@@ -34,17 +34,14 @@ def _run_defaults_text(name: str) -> str | None:
     return "; ".join(", ".join(texts) for texts in (by_algo, by_env) if texts) or None
 
 
-def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (),
-                        overrides: dict[str, str] | None = None) -> None:
-    """One option per TrainConfig field, of the field's type. An option not given stays out of the namespace
-    (argparse.SUPPRESS), so that the config's own default applies; ``overrides`` (field -> text) changes the
-    default that the help names."""
+def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """One option per TrainConfig field but those in ``skip``, of the field's type. An option not given stays out
+    of the namespace (argparse.SUPPRESS), so that the config's own default applies."""
     for f in dataclasses.fields(TrainConfig):
         if f.name in skip:
             continue
-        types = field_types()[f.name]
-        default = ((overrides or {}).get(f.name) or _run_defaults_text(f.name)
-                   or f.metadata.get("default", f.default))
+        types = FIELD_TYPES[f.name]
+        default = _run_defaults_text(f.name) or f.metadata.get("default", f.default)
         parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=argparse.SUPPRESS,
                             type=_whole_number if int in types else types[0],
                             help=f"{f.metadata['help']} (default: {default})")
@@ -52,7 +49,7 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] =
 
 def _config_options(args: argparse.Namespace) -> dict[str, object]:
     """The TrainConfig fields given on the command line."""
-    return {name: value for name, value in vars(args).items() if name in field_types()}
+    return {name: value for name, value in vars(args).items() if name in FIELD_TYPES}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,10 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_config_options(parsers["train"])
     campaign = parsers["campaign"]
-    campaign.epilog = ("Exit status: 0 when every run asked for is over (finished, or stopped early above its stop "
-                       "return); 1 when a run failed or is not over (each named on stderr); 2 for bad input; 128 + N "
-                       "when stopped by signal N (130 after Ctrl-C, 143 after SIGTERM). With --cluster: 0 once the "
-                       "runs are submitted.")
     campaign.add_argument("--algos", nargs="+", choices=ARMS, default=list(ALGOS), metavar="ALGO",
                           help="train only these algorithms' runs; <algo>-<variant> names a variant's runs "
                                f"({', '.join(ARMS)}; default: {' '.join(ALGOS)})")
@@ -93,8 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("--cpus-per-job", type=_whole_number, default=2, help="CPUs per job (default: 2)")
     slurm.add_argument("--max-requeues", type=_whole_number, default=30,
                        help="times a job is requeued at its time limit (default: 30)")
-    _add_config_options(campaign, skip=("algo", "variant", "seed"), overrides={
-        "torch_threads": "1 when several runs share a CPU, else torch's default"})
+    _add_config_options(campaign, skip=("algo", "variant", "seed"))
     parsers["plot"].add_argument("--out", default=None,
                                  help="image to write, .png, .pdf or .svg (default: comparison.png in figures/ for "
                                       "the committed runs/, in <runs-dir>/figures/ for another runs directory)")
@@ -197,6 +189,10 @@ def _campaign(args: argparse.Namespace) -> int:
     seed by seed, each in its own process logging to <runs-dir>/<run>/train.log. Finished runs are skipped; a run
     that another live process trains is waited for, then trained if it is unfinished. Ctrl-C or SIGTERM
     checkpoints and stops every run.
+
+    Exit status: 0 when every run asked for is over (finished, or stopped early above its stop return); 1 when a run
+    failed or is not over (each named on stderr); 2 for bad input; 128 + N when stopped by signal N (130 after
+    Ctrl-C, 143 after SIGTERM). With --cluster: 0 once the runs are submitted.
     """
     from rlhelpers.runner.campaign import train_campaign
 

@@ -8,7 +8,6 @@ where the run lives and how it is tracked.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,7 +35,7 @@ def run_defaults(algo: str, env_id: str) -> dict[str, float]:
     """The values a run of ``algo`` on ``env_id`` takes for the fields it leaves as None: the algorithm's row of
     ``ALGORITHMS``, then its kind of env's in ``ENV_DEFAULTS``. An unknown algo or env id adds nothing (the
     run's validation names it)."""
-    values: dict[str, float] = ALGORITHMS[algo].defaults if algo in ALGORITHMS else {}
+    values = dict(ALGORITHMS[algo].defaults) if algo in ALGORITHMS else {}
     try:
         kind = "Atari" if atari_game(env_id) is not None else "classic control"
     except RLHelpersError:
@@ -54,7 +53,7 @@ def option(value: Any, help_text: str, **metadata: str) -> Any:
     return dataclasses.field(default=value, metadata={"help": help_text, **metadata})
 
 
-@dataclass
+@dataclasses.dataclass
 class AgentConfig:
     """The algorithm, its hyperparameters and how the trainer runs it (one field per CLI option)."""
 
@@ -77,17 +76,16 @@ class AgentConfig:
     n_eval_episodes: int = option(30, "complete episodes per evaluation")
     n_eval_envs: int = option(30, "parallel evaluation environments (at most n_eval_episodes are used)")
     device: str = option("auto", "torch device: auto (CUDA when present), cpu, cuda, mps")
-    torch_threads: int = option(0, "CPU threads for torch; 0: torch's default, 1 with a GPU (1 helps on a busy "
-                                "machine)")
+    torch_threads: int = option(0, "CPU threads for torch; 0: torch's default, 1 with a GPU or in a campaign whose "
+                                "runs share a CPU (1 helps on a busy machine)")
     env_threads: int = option(0, "threads of each ALE vector env; 0: min(envs, CPUs this process may use)")
     env_groups: int = option(0, "training envs stepped as this many groups, the network choosing one group's "
                              "actions while the others step (ALE envs); 0: 2 with a GPU, else 1 (all envs step "
                              "at once)")
 
     def __post_init__(self) -> None:
-        names = {f.name for f in dataclasses.fields(self)}
         for name, value in run_defaults(self.algo, self.env_id).items():
-            if name in names and getattr(self, name) is None:
+            if hasattr(self, name) and getattr(self, name) is None:  # TrainConfig's eval_interval, stop_return
                 setattr(self, name, value)
 
     @property

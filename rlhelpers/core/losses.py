@@ -64,8 +64,7 @@ def a2c_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, 
     log_probs, _, entropy = _policy_terms(logits)
     values = critic.squeeze(-1)
     advantages = (returns - values).detach()
-    log_prob_actions = log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)
-    actor_loss = -(advantages * log_prob_actions).mean()
+    actor_loss = -(advantages * log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)).mean()
     return _weighted(actor_loss, F.mse_loss(values, returns), entropy, values, returns, pg_coef, vf_coef, ent_coef)
 
 
@@ -97,24 +96,17 @@ def task2_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor
 
 @dataclass(frozen=True)
 class Algorithm:
-    """One actor-critic algorithm: its loss, its critic's kind and its default coefficients (Atari)."""
+    """One actor-critic algorithm: its loss, its critic's kind and the hyperparameters a run of it takes unless it
+    sets its own (tuned for Atari; ``rlhelpers.core.config.ENV_DEFAULTS`` changes some for other envs)."""
 
     loss: LossFn
     critic: str  # "V": one output, V(s); "Q": one output per action, Q(s, .)
-    lr: float
-    pg_coef: float
-    vf_coef: float
-    ent_coef: float
-
-    @property
-    def defaults(self) -> dict[str, float]:
-        """The hyperparameters a run takes unless it sets its own."""
-        return {"lr": self.lr, "pg_coef": self.pg_coef, "vf_coef": self.vf_coef, "ent_coef": self.ent_coef}
+    defaults: dict[str, float]  # lr, pg_coef, vf_coef and ent_coef
 
 
 # The algorithm table (docs/experiment.md): everything else reads it, so a new algorithm is a loss and a row.
 ALGORITHMS: dict[str, Algorithm] = {
-    "a2c": Algorithm(a2c_loss, critic="V", lr=7e-4, pg_coef=1.0, vf_coef=0.25, ent_coef=0.01),
-    "task1": Algorithm(task1_loss, critic="Q", lr=1.5e-3, pg_coef=0.1, vf_coef=0.5, ent_coef=0.001),
-    "task2": Algorithm(task2_loss, critic="Q", lr=1.5e-3, pg_coef=0.1, vf_coef=0.5, ent_coef=0.001),
+    "a2c": Algorithm(a2c_loss, "V", {"lr": 7e-4, "pg_coef": 1.0, "vf_coef": 0.25, "ent_coef": 0.01}),
+    "task1": Algorithm(task1_loss, "Q", {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001}),
+    "task2": Algorithm(task2_loss, "Q", {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001}),
 }

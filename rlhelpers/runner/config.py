@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
 import re
 import typing
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,24 +37,23 @@ RUN_NAME_PATTERN = re.compile(rf"^(?P<algo>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-
 VARIANTS: dict[str, dict[str, float]] = {
     "pg1": {"pg_coef": 1.0},  # A2C's actor weight: does task1's small actor step explain its slower learning?
     # All of A2C's coefficients and its learning rate: at equal hyperparameters, is the all-action method slower?
-    "a2chp": {"lr": 7e-4, "pg_coef": 1.0, "vf_coef": 0.25, "ent_coef": 0.01},
+    "a2chp": dict(ALGORITHMS["a2c"].defaults),
 }
 
 
 def whole_number(value: str | float) -> int:
     """An integer written as text or as a whole float: ``10000000``, ``1e7``, ``1_000_000``, or the 5000.0 that
     papermill passes for ``-p total_timesteps 5e3``. Anything else raises ``ValueError``."""
-    number = value
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             return int(value)  # exact, also beyond a float's 2**53
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError(f"invalid integer: {value!r}") from None
-    if isinstance(number, bool) or not float(number).is_integer():
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"invalid integer: {value!r}") from None
+    if isinstance(value, bool) or not number.is_integer():
         raise ValueError(f"not a whole number: {value!r}")
-    return int(number)
+    return value if isinstance(value, int) else int(number)
 
 
 def format_run_name(algo: str, seed: int, variant: str = "") -> str:
@@ -92,15 +89,14 @@ def parse_run_name(name: str) -> tuple[str, int]:
     return match["algo"], int(match["seed"])
 
 
-@dataclass
+@dataclasses.dataclass
 class TrainConfig(AgentConfig):
     """Everything that defines one run (algo, seed) and how it is trained, evaluated and saved."""
 
     variant: str = option("", "a named change of the algorithm's hyperparameters, added to the run name: "
                           + ", ".join(f"{name} ({', '.join(f'{k} {v:g}' for k, v in values.items())})"
                                       for name, values in VARIANTS.items()), default="none")
-    total_timesteps: int = option(10_000_000, "training budget in environment steps, summed over all envs (the "
-                                  "report's runs: 10M)")
+    total_timesteps: int = option(10_000_000, "training budget in environment steps, summed over all envs")
     eval_interval: int | None = option(None, "environment steps between evaluations")
     stop_return: float | None = option(None, "stop once the mean evaluation return exceeds this")
     checkpoint_interval_s: float = option(300.0, "wall-clock seconds between checkpoints (besides each evaluation)")
@@ -115,7 +111,7 @@ class TrainConfig(AgentConfig):
     def __post_init__(self) -> None:
         if isinstance(self.runs_dir, os.PathLike):
             self.runs_dir = os.fspath(self.runs_dir)
-        for name, types in field_types().items():
+        for name, types in FIELD_TYPES.items():
             if int in types and isinstance(getattr(self, name), float):
                 with contextlib.suppress(ValueError):  # a fraction stays, for validate to refuse
                     setattr(self, name, whole_number(getattr(self, name)))
@@ -132,21 +128,16 @@ class TrainConfig(AgentConfig):
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON view of the config as runs save it: without ``runs_dir``, since where a run lives is
         not part of what it is (a saved path goes stale when the run moves, and names the machine)."""
-        values = dataclasses.asdict(self)
-        del values["runs_dir"]
-        return values
+        return {name: value for name, value in dataclasses.asdict(self).items() if name != "runs_dir"}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
         """Rebuild a config from ``to_dict`` output, ignoring keys this version does not know."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+        return cls(**{name: value for name, value in values.items() if name in FIELD_TYPES})
 
 
-@functools.cache
-def field_types() -> dict[str, tuple[type, ...]]:
-    """The types each field of ``TrainConfig`` may hold: ``(int,)``, or ``(float, NoneType)`` for ``float | None``."""
-    return {name: typing.get_args(hint) or (hint,) for name, hint in typing.get_type_hints(TrainConfig).items()}
+# The types each field of TrainConfig may hold: (int,), or (float, NoneType) for float | None.
+FIELD_TYPES = {name: typing.get_args(hint) or (hint,) for name, hint in typing.get_type_hints(TrainConfig).items()}
 
 
 # Fields that define what a run *is*: a saved run whose value differs cannot be resumed with the new one.
@@ -157,6 +148,8 @@ IDENTITY_FIELDS = (
 )
 
 WANDB_MODES = ("online", "offline", "disabled")
+# The values a field of each type accepts (a float field also an int), and how an error names the type.
+ACCEPTED = {int: ((int,), "an integer"), float: ((int, float), "a number"), str: ((str,), "text")}
 # The fields that must be positive, then those that must not be negative (in the order validate checks them).
 POSITIVE = ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes", "n_eval_envs", "hidden_size",
             "keep_checkpoints", "snapshot_interval", "lr", "max_grad_norm", "rms_eps", "checkpoint_interval_s")
@@ -165,17 +158,12 @@ NON_NEGATIVE = ("pg_coef", "vf_coef", "ent_coef", "seed", "torch_threads", "env_
 
 def _check_types(config: TrainConfig) -> None:
     """Raise ``RLHelpersError`` for the first field holding a value of another type (papermill's -r passes text)."""
-    for name, types in field_types().items():
-        value = getattr(config, name)
-        if value is None and type(None) in types:
+    for name, types in FIELD_TYPES.items():
+        value, (accepted, kind) = getattr(config, name), ACCEPTED[types[0]]
+        if (value is None and type(None) in types) or (isinstance(value, accepted) and not isinstance(value, bool)):
             continue
         papermill = " (papermill's -r passes text: use -p)" if isinstance(value, str) else ""
-        if float in types and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise RLHelpersError(f"{name} must be a number, got {value!r}{papermill}")
-        if int in types and (isinstance(value, bool) or not isinstance(value, int)):
-            raise RLHelpersError(f"{name} must be an integer, got {value!r}{papermill}")
-        if str in types and not isinstance(value, str):
-            raise RLHelpersError(f"{name} must be text, got {value!r}")
+        raise RLHelpersError(f"{name} must be {kind}, got {value!r}{papermill}")
 
 
 def check_choice(what: str, value: object, choices: Iterable[str], others: str = "") -> None:
@@ -191,9 +179,8 @@ def validate(config: TrainConfig) -> TrainConfig:
     check_choice("algo", config.algo, ALGORITHMS)
     if config.variant:
         check_choice("variant", config.variant, VARIANTS)
-        changes = VARIANTS[config.variant]
-        contradicted = [f"{name} {changes[name]:g}, got {getattr(config, name)!r}" for name in changes
-                        if getattr(config, name) != changes[name]]
+        contradicted = [f"{name} {value:g}, got {getattr(config, name)!r}"
+                        for name, value in VARIANTS[config.variant].items() if getattr(config, name) != value]
         if contradicted:
             raise RLHelpersError(f"variant {config.variant} means {'; '.join(contradicted)}")
         if not _changes_algo(config.variant, config.algo):
@@ -203,7 +190,7 @@ def validate(config: TrainConfig) -> TrainConfig:
         value, positive = getattr(config, name), name in POSITIVE
         if (not value > 0) if positive else value < 0:  # NaN is not positive
             sign = "positive" if positive else "non-negative"
-            what = f"a {sign} integer" if int in field_types()[name] else sign
+            what = f"a {sign} integer" if int in FIELD_TYPES[name] else sign
             raise RLHelpersError(f"{name} must be {what}, got {value!r}")
     if config.env_groups > config.n_envs:
         raise RLHelpersError(f"env_groups must be at most n_envs ({config.n_envs}), got {config.env_groups!r}")
