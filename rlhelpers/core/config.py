@@ -85,7 +85,7 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         for name, value in run_defaults(self.algo, self.env_id).items():
-            if hasattr(self, name) and getattr(self, name) is None:  # TrainConfig's eval_interval, stop_return
+            if hasattr(self, name) and getattr(self, name) is None:  # eval_interval, stop_return: TrainConfig only
                 setattr(self, name, value)
 
     @property
