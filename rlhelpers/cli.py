@@ -5,26 +5,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import os
 import sys
-import typing
-from collections.abc import Callable
 from pathlib import Path
 
+from rlhelpers.core.config import ENV_DEFAULTS
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import (
-    ALGORITHMS,
-    ALGOS,
-    ARMS,
-    ATARI_DEFAULTS,
-    CLASSIC_CONTROL_DEFAULTS,
-    REPORT_SEEDS,
-    TrainConfig,
-    whole_number,
-)
+from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.runner.config import ALGOS, ARMS, FIELD_TYPES, REPORT_SEEDS, TrainConfig, whole_number
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
-
-ENV_DEFAULTS = {**ATARI_DEFAULTS, **CLASSIC_CONTROL_DEFAULTS}
 
 
 def _whole_number(text: str) -> int:
@@ -35,71 +25,57 @@ def _whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _option_type(hint: object) -> Callable[[str], object]:
-    """The argparse type of a TrainConfig field's type hint: a whole number, float or str (``X | None``
-    gives X)."""
-    types = [t for t in typing.get_args(hint) if t is not type(None)] or [hint]
-    if len(types) != 1 or types[0] not in (int, float, str):
-        raise TypeError(f"TrainConfig field type {hint!r} has no command-line form: use int, float or str")
-    return _whole_number if types[0] is int else types[0]
+def _run_defaults_text(name: str) -> str | None:
+    """What a field left as None defaults to, from the tables of ``run_defaults``: the algorithms' values, then
+    those of each kind of env (``Atari 16, classic control 8``); None for the other fields."""
+    by_algo = [f"{algo} {row.defaults[name]:g}" for algo, row in ALGORITHMS.items() if name in row.defaults]
+    by_env = [f"{kind} " + ("the env's reward threshold" if values[name] is None else f"{values[name]:g}")
+              for kind, values in ENV_DEFAULTS.items() if name in values]
+    return "; ".join(", ".join(texts) for texts in (by_algo, by_env) if texts) or None
 
 
-def _option(name: str) -> str:
-    return f"--{name.replace('_', '-')}"
-
-
-def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = (),
-                        overrides: dict[str, str] | None = None) -> None:
-    """One option per TrainConfig field; with ``overrides`` (field -> default text) the defaults are left
-    out of the namespace (argparse.SUPPRESS), so only the options given on the command line appear."""
-    hints = typing.get_type_hints(TrainConfig)
+def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+    """One option per TrainConfig field but those in ``skip``, of the field's type. An option not given stays out
+    of the namespace (argparse.SUPPRESS), so that the config's own default applies."""
     for f in dataclasses.fields(TrainConfig):
         if f.name in skip:
             continue
-        set_by = [what for what, table in (("algo", ALGORITHMS["a2c"].defaults), ("env", ENV_DEFAULTS))
-                  if f.name in table]
-        default_text = "set by " + " and ".join(set_by) if set_by else f.metadata.get("default", f.default)
-        if overrides is not None:
-            default_text = overrides.get(f.name, default_text)
-        parser.add_argument(
-            _option(f.name),
-            dest=f.name,
-            type=_option_type(hints[f.name]),
-            default=f.default if overrides is None else argparse.SUPPRESS,
-            help=f"{f.metadata['help']} (default: {default_text})",
-        )
+        types = FIELD_TYPES[f.name]
+        default = _run_defaults_text(f.name) or f.metadata.get("default", f.default)
+        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=argparse.SUPPRESS,
+                            type=_whole_number if int in types else types[0],
+                            help=f"{f.metadata['help']} (default: {default})")
+
+
+def _config_options(args: argparse.Namespace) -> dict[str, object]:
+    """The TrainConfig fields given on the command line."""
+    return {name: value for name, value in vars(args).items() if name in FIELD_TYPES}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command of ``COMMANDS``. A command's summary in the list of commands is the first
+    paragraph of its function's docstring, its description (``<command> --help``) the rest."""
     parser = argparse.ArgumentParser(prog="python -m rlhelpers",
                                      description="Train and compare actor-critic agents.")
     commands = parser.add_subparsers(dest="command", required=True)
-    # --runs-dir of the commands that read runs; train and campaign have it among the config's options.
-    reads_runs = argparse.ArgumentParser(add_help=False)
-    reads_runs.add_argument("--runs-dir", default=DEFAULT_RUNS_DIR,
-                            help=f"directory holding the run directories (default: {DEFAULT_RUNS_DIR})")
+    parsers = {}
+    for name, command in COMMANDS.items():
+        summary, _, details = inspect.cleandoc(command.__doc__).partition("\n\n")
+        parsers[name] = commands.add_parser(name, help=summary, description=details or summary)
+        if name in READS_RUNS:  # train and campaign have --runs-dir among the config's options
+            parsers[name].add_argument("--runs-dir", default=DEFAULT_RUNS_DIR,
+                                       help=f"directory holding the run directories (default: {DEFAULT_RUNS_DIR})")
 
-    train_parser = commands.add_parser("train", help="train or resume one run (algo, seed)",
-                                       description="Train one run, or resume it from its newest checkpoint.")
-    _add_config_options(train_parser)
-    campaign_parser = commands.add_parser(
-        "campaign", help="train or resume all six runs of the report, N at a time",
-        description="Train or resume the runs of every algorithm of the table (or of --algos) with seeds 0 and 100 "
-                    "(or --seeds), seed by seed, each in its own process logging to <runs-dir>/<run>/train.log. "
-                    "Finished runs are skipped; a run that another live process trains is waited for, then trained "
-                    "if it is unfinished. Ctrl-C or SIGTERM checkpoints and stops every run.",
-        epilog="Exit status: 0 when every run asked for is over (finished, or stopped early above its stop return); "
-               "1 when a run failed or is not over (each named on stderr); 2 for bad input; 128 + N when stopped "
-               "by signal N (130 after Ctrl-C, 143 after SIGTERM). With --cluster: 0 once the runs are submitted.")
-    campaign_parser.add_argument("--algos", nargs="+", choices=ARMS, default=list(ALGOS), metavar="ALGO",
-                                 help="train only these algorithms' runs; <algo>-<variant> names a variant's runs "
-                                      f"({', '.join(ARMS)}; default: {' '.join(ALGOS)})")
-    campaign_parser.add_argument("--seeds", nargs="+", type=_whole_number, default=list(REPORT_SEEDS), metavar="SEED",
-                                 help=f"train these seeds of each (default: the report's, "
-                                      f"{' '.join(map(str, REPORT_SEEDS))})")
-    campaign_parser.add_argument("--parallel", type=_whole_number, default=None,
-                                 help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
-    slurm = campaign_parser.add_argument_group("a cluster (docs/cluster.md; needs the cluster extra: submitit)")
+    _add_config_options(parsers["train"])
+    campaign = parsers["campaign"]
+    campaign.add_argument("--algos", nargs="+", choices=ARMS, default=list(ALGOS), metavar="ALGO",
+                          help="train only these algorithms' runs; <algo>-<variant> names a variant's runs "
+                               f"({', '.join(ARMS)}; default: {' '.join(ALGOS)})")
+    campaign.add_argument("--seeds", nargs="+", type=_whole_number, default=list(REPORT_SEEDS), metavar="SEED",
+                          help=f"train these seeds of each (default: the report's, {' '.join(map(str, REPORT_SEEDS))})")
+    campaign.add_argument("--parallel", type=_whole_number, default=None,
+                          help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
+    slurm = campaign.add_argument_group("a cluster (docs/cluster.md; needs the cluster extra: submitit)")
     slurm.add_argument("--cluster", choices=("slurm", "local"), default=None,
                        help="submit each unfinished run as a job of a SLURM job array (slurm), or as submitit's "
                             "local processes to try the set-up (local), instead of training them here")
@@ -110,66 +86,44 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("--cpus-per-job", type=_whole_number, default=2, help="CPUs per job (default: 2)")
     slurm.add_argument("--max-requeues", type=_whole_number, default=30,
                        help="times a job is requeued at its time limit (default: 30)")
-    _add_config_options(campaign_parser, skip=("algo", "variant", "seed"), overrides={
-        "torch_threads": "1 when several runs share a CPU, else torch's default"})
-    commands.add_parser("status", parents=[reads_runs], help="one line per run: steps, evaluations, speed, state",
-                        description="Print the state of the report's six runs, and of any other run present "
-                                    "(variants), from their files.")
-    plot_parser = commands.add_parser("plot", parents=[reads_runs],
-                                      help="draw the comparison plot from the runs present",
-                                      description="Draw the comparison plot from every eval_history.json found "
-                                                  "(the runs must all be of one environment).")
-    plot_parser.add_argument("--out", default=None,
-                             help="image to write, .png, .pdf or .svg (default: comparison.png in figures/ for "
-                                  "the committed runs/, in <runs-dir>/figures/ for another runs directory)")
-    publish_parser = commands.add_parser(
-        "publish", parents=[reads_runs], help="upload every run to W&B from its local files, each record once",
-        description="Create or resume one W&B run per run directory (its stored id, name <algo>_seed-<seed>) and "
-                    "log every line of metrics.jsonl and every evaluation that W&B does not hold yet. Safe to repeat.")
-    publish_parser.add_argument("--project", default=None,
-                                help="W&B project (default: the one each run was trained with)")
-    publish_parser.add_argument("--entity", default=None,
-                                help="W&B user or team (default: the run's, else your key's default entity)")
-    publish_parser.add_argument("--mode", default="online", choices=("online", "offline"),
-                                help="online (needs an API key) or offline: one complete folder per run for "
-                                     "`wandb sync` (default: online)")
-    evaluate_parser = commands.add_parser(
-        "evaluate", help="re-score a run's committed policy (policy.pt); optionally record a GIF of one episode",
-        description="Play complete episodes with RUN_DIR/policy.pt (float16 weights) on fresh seeds and print the "
-                    "mean return ± s.e. beside the run's last evaluation; the result is saved to "
-                    "RUN_DIR/policy_rescore.json, which the report shows.")
-    evaluate_parser.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
-    evaluate_parser.add_argument("--episodes", type=_whole_number, default=30,
-                                 help="complete episodes to play (default: 30)")
-    evaluate_parser.add_argument("--seed", type=_whole_number, default=0, help="replay seed (default: 0)")
-    evaluate_parser.add_argument("--export", action="store_true",
-                                 help="first write policy.pt from the run's newest snapshot")
-    evaluate_parser.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
-    evaluate_parser.add_argument("--video-scale", type=_whole_number, default=2,
-                                 help="GIF pixels per observation pixel (84x84 observations; default: 2)")
-    analyze_parser = commands.add_parser(
-        "analyze", parents=[reads_runs],
-        help="measure the report's gradient facts on the runs' snapshots; write a JSON",
-        description="On states visited by each snapshot's own policy: the two all-action actors' gradients "
-                    "against each other (float32, float64), the all-action vs sampled-action estimator variance "
-                    "and signal-to-noise, A2C's estimator, the gradient norm of each weighted loss "
-                    "term and the size of the advantage the actor follows; from each run's newest checkpoint, the "
-                    "share of parameters whose RMSprop mean square lies below epsilon. Snapshots already in the "
-                    "JSON, measured the same way, keep their entries; delete it to measure all anew. The JSON is "
-                    "saved after each snapshot measured.")
-    analyze_parser.add_argument("--out", default=None,
-                                help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
-                                     "in <runs-dir>/figures/ for another runs directory)")
-    analyze_parser.add_argument("--rollouts", type=_whole_number, default=4,
-                                help="rollouts of n_envs x n_steps states per snapshot "
-                                     "(default: 4; on Pong 4 x 16 x 5 = 320 states)")
-    analyze_parser.add_argument("--stages", type=_whole_number, default=4,
-                                help="snapshots per run: stages-1 steps that every run has, spread evenly, "
-                                     "and the run's last (default: 4)")
+    _add_config_options(campaign, skip=("algo", "variant", "seed"))
+    parsers["plot"].add_argument("--out", default=None,
+                                 help="image to write, .png, .pdf or .svg (default: comparison.png in figures/ for "
+                                      "the committed runs/, in <runs-dir>/figures/ for another runs directory)")
+    publish = parsers["publish"]
+    publish.add_argument("--project", default=None, help="W&B project (default: the one each run was trained with)")
+    publish.add_argument("--entity", default=None,
+                         help="W&B user or team (default: the run's, else your key's default entity)")
+    publish.add_argument("--mode", default="online", choices=("online", "offline"),
+                         help="online (needs an API key) or offline: one complete folder per run for `wandb sync` "
+                              "(default: online)")
+    evaluate = parsers["evaluate"]
+    evaluate.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
+    evaluate.add_argument("--episodes", type=_whole_number, default=30, help="complete episodes to play (default: 30)")
+    evaluate.add_argument("--seed", type=_whole_number, default=0, help="replay seed (default: 0)")
+    evaluate.add_argument("--export", action="store_true", help="first write policy.pt from the run's newest snapshot")
+    evaluate.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
+    evaluate.add_argument("--video-scale", type=_whole_number, default=2,
+                          help="GIF pixels per observation pixel (84x84 observations; default: 2)")
+    analyze = parsers["analyze"]
+    analyze.add_argument("--out", default=None,
+                         help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
+                              "in <runs-dir>/figures/ for another runs directory)")
+    analyze.add_argument("--rollouts", type=_whole_number, default=4,
+                         help="rollouts of n_envs x n_steps states per snapshot (default: 4; on Pong 4 x 16 x 5 = 320 "
+                              "states)")
+    analyze.add_argument("--stages", type=_whole_number, default=4,
+                         help="snapshots per run: stages-1 steps that every run has, spread evenly, and the run's "
+                              "last (default: 4)")
     return parser
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    """Re-score a run's committed policy (policy.pt); optionally record a GIF of one episode.
+
+    Play complete episodes with RUN_DIR/policy.pt (float16 weights) on fresh seeds and print the mean return ± s.e.
+    beside the run's last evaluation; the result is saved to RUN_DIR/policy_rescore.json, which the report shows.
+    """
     from rlhelpers.report.playback import evaluate_policy_file, export_policy, record_video, save_rescore
     from rlhelpers.runner.files import RESCORE_FILE
 
@@ -193,6 +147,15 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    """Measure the report's gradient facts on the runs' snapshots; write a JSON.
+
+    On states visited by each snapshot's own policy: the two all-action actors' gradients against each other
+    (float32, float64), the all-action vs sampled-action estimator variance and signal-to-noise, A2C's estimator,
+    the gradient norm of each weighted loss term and the size of the advantage the actor follows; from each run's
+    newest checkpoint, the share of parameters whose RMSprop mean square lies below epsilon. Snapshots already in
+    the JSON, measured the same way, keep their entries; delete it to measure all anew. The JSON is saved after
+    each snapshot measured.
+    """
     from rlhelpers.report.analysis import write_analysis
 
     if args.rollouts < 1 or args.stages < 1:
@@ -203,11 +166,14 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
+    """Train or resume one run (algo, seed).
+
+    Train one run, or resume it from its newest checkpoint.
+    """
     from rlhelpers.core.evaluation import mean_return
     from rlhelpers.runner.run import train
 
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
-    result = train(TrainConfig(**values))
+    result = train(TrainConfig(**_config_options(args)))
     summary = ""
     if result.eval_history:
         last = result.eval_history[-1]
@@ -217,15 +183,25 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _campaign(args: argparse.Namespace) -> int:
+    """Train or resume all six runs of the report, N at a time.
+
+    Train or resume the runs of every algorithm of the table (or of --algos) with seeds 0 and 100 (or --seeds),
+    seed by seed, each in its own process logging to <runs-dir>/<run>/train.log. Finished runs are skipped; a run
+    that another live process trains is waited for, then trained if it is unfinished. Ctrl-C or SIGTERM
+    checkpoints and stops every run.
+
+    Exit status: 0 when every run asked for is over (finished, or stopped early above its stop return); 1 when a run
+    failed or is not over (each named on stderr); 2 for bad input; 128 + N when stopped by signal N (130 after
+    Ctrl-C, 143 after SIGTERM). With --cluster: 0 once the runs are submitted.
+    """
     from rlhelpers.runner.campaign import train_campaign
 
     cluster = {"cluster": args.cluster, "partition": args.partition, "time_min": args.time_min,
                "gpus": args.gpus_per_job, "cpus": args.cpus_per_job, "max_requeues": args.max_requeues}
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    options = {name: value for name, value in vars(args).items() if name in fields}  # only the options given
     try:
-        return train_campaign(options, tuple(args.algos), args.parallel, show_progress=sys.stderr.isatty(),
-                              slurm=cluster if args.cluster else None, seeds=tuple(args.seeds))
+        return train_campaign(_config_options(args), tuple(args.algos), args.parallel,
+                              show_progress=sys.stderr.isatty(), slurm=cluster if args.cluster else None,
+                              seeds=tuple(args.seeds))
     except KeyboardInterrupt:  # the runs checkpointed and stopped
         return 130
 
@@ -238,6 +214,10 @@ def _runs_dir(path: str) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
+    """One line per run: steps, evaluations, speed, state.
+
+    Print the state of the report's six runs, and of any other run present (variants), from their files.
+    """
     from rlhelpers.runner.campaign import status_table
 
     print(status_table(_runs_dir(args.runs_dir)))
@@ -245,6 +225,11 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
+    """Upload every run to W&B from its local files, each record once.
+
+    Create or resume one W&B run per run directory (its stored id, name <algo>_seed-<seed>) and log every line of
+    metrics.jsonl and every evaluation that W&B does not hold yet. Safe to repeat.
+    """
     from rlhelpers.runner.publish import publish_runs
 
     publish_runs(args.runs_dir, args.mode, args.project, args.entity)
@@ -252,6 +237,10 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
+    """Draw the comparison plot from the runs present.
+
+    Draw the comparison plot from every eval_history.json found (the runs must all be of one environment).
+    """
     from rlhelpers.report.plotting import COMPARISON_PNG, figures_dir, plot_comparison
     from rlhelpers.runner.files import HISTORY_FILE
     from rlhelpers.runner.records import run_dirs
@@ -266,8 +255,10 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+# The commands, in the order --help lists them, and those that read a runs directory (--runs-dir).
 COMMANDS = {"train": _train, "campaign": _campaign, "status": _status, "plot": _plot, "publish": _publish,
             "evaluate": _evaluate, "analyze": _analyze}
+READS_RUNS = ("status", "plot", "publish", "analyze")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,8 +2,8 @@
 the runs live and how W&B is set up. On Colab the runs go to a Google Drive folder and the key comes from a
 Colab secret; elsewhere, ``runs`` and the key of the environment or ``wandb login``.
 
-Colab-only code is confined to ``_colab_mount_drive``, ``_colab_secret`` and
-``_colab_flush_and_unmount``; everything else runs, and is tested, on any machine.
+Colab-only code is confined to ``_colab_drive`` and ``_colab_secret``; everything else runs, and is tested,
+on any machine.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import sys
 from typing import Any
 
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.runner.campaign import campaign_runs, check_options
-from rlhelpers.runner.config import ALGOS, TrainConfig, validate
+from rlhelpers.runner.config import TrainConfig, check_choice, validate
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 from rlhelpers.runner.tracking import WANDB_KEY, resolve_wandb_mode, upload_notice
 
@@ -35,11 +36,12 @@ def on_colab() -> bool:
     return "google.colab" in sys.modules
 
 
-def _colab_mount_drive() -> None:
-    """Mount Google Drive at /content/drive (asks the user for permission in the Colab UI)."""
+def _colab_drive() -> Any:
+    """Colab's Google Drive module: ``mount`` (asks the user for permission in the Colab UI) and
+    ``flush_and_unmount``."""
     from google.colab import drive
 
-    drive.mount(COLAB_DRIVE)
+    return drive
 
 
 def _colab_secret(name: str) -> str | None:
@@ -51,13 +53,6 @@ def _colab_secret(name: str) -> str | None:
     except Exception as exc:  # SecretNotFoundError, NotebookAccessError, or no Colab UI (e.g. under papermill)
         print(f"Colab secret {name} not available ({type(exc).__name__})")
         return None
-
-
-def _colab_flush_and_unmount() -> None:
-    """Write everything pending to Google Drive and unmount it."""
-    from google.colab import drive
-
-    drive.flush_and_unmount()
 
 
 def _on_drive(runs_dir: str) -> bool:
@@ -72,7 +67,7 @@ def resolve_runs_dir(runs_dir: str | None) -> str:
     if not runs_dir:
         runs_dir = COLAB_RUNS_DIR if on_colab() else DEFAULT_RUNS_DIR
     if _on_drive(runs_dir):
-        _colab_mount_drive()
+        _colab_drive().mount(COLAB_DRIVE)
     return str(runs_dir)
 
 
@@ -89,7 +84,7 @@ def flush_drive(runs_dir: str) -> None:
     history reach it before the runtime is deleted (Drive uploads in the background). Elsewhere nothing."""
     if not (_on_drive(runs_dir) and os.path.ismount(COLAB_DRIVE)):
         return
-    _colab_flush_and_unmount()
+    _colab_drive().flush_and_unmount()  # writes everything pending to Drive first
     print(f"Google Drive flushed and unmounted: {runs_dir} is complete on Drive. Run all again to mount it again.")
 
 
@@ -137,13 +132,10 @@ def run_config(algo: str, **options: Any) -> TrainConfig | None:
     (``campaign.train_campaign``), whose options are checked here for every run (``campaign.check_options``)."""
     if algo == ALL_RUNS:
         check_options(options, campaign_runs())
+    if algo in (ALL_RUNS, REPORT_ONLY):
         return None
-    if algo == REPORT_ONLY:
-        return None
-    if algo not in ALGOS:
-        raise RLHelpersError(f"unknown algo {algo!r}: choose one of {', '.join(ALGOS)}, {ALL_RUNS!r} to train "
-                             f"every run of the report, or {REPORT_ONLY!r} to only build the report from the runs "
-                             "present")
+    check_choice("algo", algo, ALGORITHMS, f", {ALL_RUNS!r} to train every run of the report, or {REPORT_ONLY!r} to "
+                 "only build the report from the runs present")
     return validate(TrainConfig(algo=algo, **options))
 
 

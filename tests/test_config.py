@@ -1,11 +1,18 @@
-"""Defaults that depend on the algorithm and the kind of env; explicit values always win; values are checked."""
+"""Defaults that depend on the algorithm and the kind of env, from one table that the help and the docs follow;
+explicit values always win; values are checked."""
 
+import itertools
 import re
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
+from rlhelpers.cli import build_parser
+from rlhelpers.core.config import ENV_DEFAULTS, AgentConfig
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.config import (
     TrainConfig,
     config_differences,
@@ -100,3 +107,67 @@ def test_numbers_given_as_ints_optional_text_left_out_and_a_path_are_accepted(tm
     config = TrainConfig(env_id="CartPole-v1", stop_return=500, lr=1, wandb_entity=None, wandb_mode=None,
                          runs_dir=tmp_path)
     assert validate(config) is config and config.runs_dir == str(tmp_path)
+
+
+def test_an_agent_config_alone_is_complete_and_trains() -> None:
+    """``AgentConfig`` takes the run's defaults itself: the trainer can run one built directly, with the values that
+    ``TrainConfig`` gets."""
+    for algo, env_id in (("task1", "CartPole-v1"), ("a2c", "PongNoFrameskip-v4")):
+        agent, run = AgentConfig(algo=algo, env_id=env_id), TrainConfig(algo=algo, env_id=env_id)
+        assert agent.to_dict() == {name: value for name, value in run.to_dict().items() if name in agent.to_dict()}
+        assert None not in agent.to_dict().values()
+    config = AgentConfig(algo="task1", env_id="CartPole-v1", n_eval_episodes=2, n_eval_envs=2, device="cpu")
+    assert (config.n_envs, config.lr, config.pg_coef, config.ent_coef) == (8, 7e-3, 0.1, 0.0)
+    trainer = Trainer(config)
+    try:
+        stats = trainer.train_iteration()
+        assert trainer.num_timesteps == config.batch_size == 40 and stats["loss"] == stats["loss"]  # not NaN
+        assert len(trainer.evaluate(0)["returns"]) == 2
+    finally:
+        trainer.close()
+
+
+def test_one_table_of_defaults_sets_the_runs_and_the_help(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """A changed default of a kind of env changes the runs and what ``--help`` says, together."""
+    monkeypatch.setitem(ENV_DEFAULTS, "Atari", {**ENV_DEFAULTS["Atari"], "n_envs": 32})
+    assert TrainConfig().n_envs == AgentConfig().n_envs == 32
+    assert TrainConfig(env_id="CartPole-v1").n_envs == 8
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "parallel training environments (default: Atari 32, classic control 8)" in help_text
+    assert "stop once the mean evaluation return exceeds this (default: Atari 18, classic control the env's reward " \
+           "threshold)" in help_text
+
+
+def _markdown_table(text: str, heading: str) -> list[list[str]]:
+    """The rows of the first table after ``heading``, without its header, as lists of cell texts."""
+    lines = text[text.index(heading):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = [line.strip("|").split(" | ") for line in itertools.takewhile(lambda line: line.startswith("|"),
+                                                                          lines[start + 2:])]
+    return [[cell.strip() for cell in row] for row in rows]
+
+
+def test_the_experiments_tables_are_the_codes_defaults() -> None:
+    """docs/experiment.md's algorithm table and its table of defaults say what runs get, per algorithm and kind of
+    env."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "experiment.md").read_text()
+    algorithms = {row[0]: row[-1] for row in _markdown_table(text, "## The three algorithms")}
+    assert set(algorithms) == set(ALGORITHMS)
+    for algo, values in algorithms.items():
+        assert dict(zip(("lr", "pg_coef", "vf_coef", "ent_coef"), map(float, values.split(", ")), strict=True)) \
+            == ALGORITHMS[algo].defaults
+    defaults = {row[0].strip("`"): row[1:] for row in _markdown_table(text, "## Defaults")}
+    assert set(defaults) >= {name for values in ENV_DEFAULTS.values() for name in values}
+    for column, env_id in enumerate(("PongNoFrameskip-v4", "CartPole-v1")):
+        for name, cells in defaults.items():
+            for algo in ALGORITHMS:
+                value, cell = getattr(TrainConfig(algo=algo, env_id=env_id), name), cells[column]
+                if cell == "the algorithm's":
+                    assert value == ALGORITHMS[algo].defaults[name], (name, env_id)
+                elif cell.startswith("the env's reward threshold"):
+                    assert value == gym.spec(env_id).reward_threshold, (name, env_id)
+                else:
+                    assert value == float(cell.replace(",", "")), (name, env_id)

@@ -1,22 +1,27 @@
 """The package's layers: the core, the run machinery, the report, and on top the command line and the
 notebook's module. Every import points down (or stays in its layer), no modules import one another in a circle,
-and the algorithm table is the one place that defines an algorithm."""
+and the algorithm table is the one place that defines an algorithm: a new one trains with nothing else added."""
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 import torch
 
 import rlhelpers
-from rlhelpers.core.losses import ALGORITHMS, Algorithm, a2c_loss
+from rlhelpers import notebook
+from rlhelpers.cli import main
+from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.run import train
 
 PACKAGE = Path(rlhelpers.__file__).parent
 
@@ -92,17 +97,22 @@ def test_imports_point_down_and_never_in_a_circle() -> None:
 
 
 def test_the_layer_test_catches_an_upward_import_and_a_circle(tmp_path: Path) -> None:
-    """The same checks on a copy of the package with one import added: each is found."""
+    """The same checks on a copy of the package with one import added: each is found. The modules are chosen by
+    their place in the graph: a module of the run machinery that another one imports, and one of the report."""
     copy = tmp_path / "rlhelpers"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    files = copy / "runner" / "files.py"
-    source = files.read_text()
-    files.write_text(source + "\nfrom rlhelpers.report.plotting import COMPARISON_PNG  # noqa\n")
-    assert upward_imports(import_graph(copy)) == ["rlhelpers.runner.files -> rlhelpers.report.plotting"]
-    files.write_text(source + "\nfrom rlhelpers.runner.checkpoint import RunDirectory  # noqa\n")
+    graph = import_graph(copy)
+    lower, importer = next((target, module) for module in sorted(graph) for target in sorted(graph[module])
+                           if layer(module) == layer(target) == LAYERS["runner"])
+    upper = next(module for module in sorted(graph) if layer(module) == LAYERS["report"])
+    path = copy.parent.joinpath(*lower.split(".")).with_suffix(".py")
+    source = path.read_text()
+    path.write_text(source + f"\nimport {upper}  # noqa\n")
+    assert upward_imports(import_graph(copy)) == [f"{lower} -> {upper}"]
+    path.write_text(source + f"\nimport {importer}  # noqa\n")
     assert upward_imports(import_graph(copy)) == []
-    (circle,) = circles(import_graph(copy))  # checkpoint imports files, which now imports checkpoint
-    assert {"rlhelpers.runner.checkpoint", "rlhelpers.runner.files"} <= set(circle)
+    (circle,) = circles(import_graph(copy))  # importer imports lower, which now imports importer
+    assert {lower, importer} <= set(circle)
 
 
 def test_the_core_loads_nothing_of_the_outer_layers() -> None:
@@ -113,38 +123,96 @@ def test_the_core_loads_nothing_of_the_outer_layers() -> None:
     assert loaded.strip() == "[]"
 
 
-def test_every_module_belongs_to_a_layer() -> None:
-    top_level = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert top_level == ["__init__.py", "__main__.py", "cli.py", "notebook.py"]
-    assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__") == [
-        "core", "report", "runner"]
+def test_every_sub_package_is_a_layer() -> None:
+    """A module of a sub-package that is no layer would be ranked as a top-level module, above every layer, and
+    escape the checks: each sub-package is one of ``LAYERS``."""
+    sub_packages = {module.split(".")[1] for module in import_graph() if module.count(".") >= 2}
+    assert sub_packages and sub_packages <= set(LAYERS)
 
 
-def test_task2_is_named_in_the_table_and_the_report_comparisons_only() -> None:
-    """Besides the table, only the report's own task1-against-task2 comparison (the analysis and its claims)
-    names task2; the run machinery and the rest of the core read the table."""
-    naming = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if "task2" in path.read_text())
-    assert naming == ["core/losses.py", "report/analysis.py", "report/claims.py"]
+# A new algorithm as its author would add it: a loss and a row of the table, nothing else. Sampled-action Q
+# actor-critic: A2C's actor with Q(s_t, a_t) in place of the advantage, and task1's critic.
+NEW_ALGORITHM = '''
+import torch
+import torch.nn.functional as F
+
+from rlhelpers.core.losses import ALGORITHMS, Algorithm, explained_variance
+
+CALLS = []
 
 
-def test_a_new_algorithm_is_one_row_of_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Register a toy algorithm (A2C's loss without its entropy bonus) in
-    the table only, then train, checkpoint and evaluate it end to end: nothing else dispatches on names."""
-    calls = []
+def qac_loss(logits, critic, actions, returns, pg_coef, vf_coef, ent_coef):
+    """-pg_coef * mean(Q(s_t,a_t).detach() log pi(a_t|s_t)) + vf_coef * MSE(Q(s_t,a_t), R_t) - ent_coef * mean(H)"""
+    CALLS.append(tuple(critic.shape))
+    log_probs = torch.log_softmax(logits, dim=-1)
+    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    q_sa = critic.gather(1, actions.unsqueeze(1)).squeeze(1)
+    actor_loss = -(q_sa.detach() * log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)).mean()
+    critic_loss = F.mse_loss(q_sa, returns)
+    stats = {"actor_loss": actor_loss.detach(), "critic_loss": critic_loss.detach(), "entropy": entropy.detach(),
+             "explained_variance": explained_variance(q_sa.detach(), returns)}
+    return pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy, stats
 
-    def toy_loss(logits, critic, actions, returns, pg_coef, vf_coef, ent_coef):  # noqa: ANN001, ANN202
-        calls.append(critic.shape)
-        return a2c_loss(logits, critic, actions, returns, pg_coef, vf_coef, ent_coef=0.0)
 
-    monkeypatch.setitem(ALGORITHMS, "toy", Algorithm(toy_loss, critic="V", lr=7e-3, pg_coef=1.0, vf_coef=0.5,
-                                                     ent_coef=0.0))
-    config = TrainConfig(algo="toy", env_id="CartPole-v1", total_timesteps=2_000, eval_interval=1_000,
-                         n_eval_episodes=2, n_eval_envs=2, runs_dir=str(tmp_path), wandb_mode="disabled",
-                         device="cpu")
-    assert (config.lr, config.vf_coef, config.ent_coef) == (7e-3, 0.5, 0.0)  # the env's lr, the row's others
-    result = train(config, show_progress=False)
-    assert [h["step"] for h in result.eval_history] == [0, 1_000, 2_000]
-    assert (tmp_path / "toy_seed-0" / "eval_history.json").exists()
-    assert len(calls) == 2_000 // config.batch_size and all(shape[1] == 1 for shape in calls)  # a V critic
-    snapshot = torch.load(sorted((tmp_path / "toy_seed-0" / "snapshots").iterdir())[-1], weights_only=True)
-    assert snapshot["model"]["critic_head.weight"].shape[0] == 1
+ALGORITHMS["qac"] = Algorithm(qac_loss, "Q", {"lr": 1e-3, "pg_coef": 0.5, "vf_coef": 0.25, "ent_coef": 0.02})
+'''
+
+
+def cartpole_options(runs_dir: Path, steps: int = 2_000) -> list[str]:
+    return ["--env-id", "CartPole-v1", "--total-timesteps", str(steps), "--eval-interval", "1000",
+            "--n-eval-episodes", "2", "--n-eval-envs", "2", "--runs-dir", str(runs_dir), "--wandb-mode", "disabled",
+            "--device", "cpu"]
+
+
+def test_a_new_algorithm_is_a_loss_and_a_row_of_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """Register a new algorithm in the table only, then train and resume it on CartPole through the command line
+    and the notebook's entry point, and see it in the status table: nothing else dispatches on names."""
+    module = types.ModuleType("qac_algorithm")
+    monkeypatch.setitem(ALGORITHMS, "qac", None)  # restored after the test, like the row the module adds
+    exec(NEW_ALGORITHM, module.__dict__)
+    row = ALGORITHMS["qac"]
+    assert main(["train", "--algo", "qac", *cartpole_options(tmp_path)]) == 0
+    record = json.loads((tmp_path / "qac_seed-0" / "eval_history.json").read_text())
+    assert [point["step"] for point in record["history"]] == [0, 1_000, 2_000]
+    saved = {name: record["config"][name] for name in row.defaults}
+    # the row's coefficients, with classic control's lr and ent_coef, as every algorithm's
+    assert saved == {**row.defaults, "lr": 7e-3, "ent_coef": 0.0} == {
+        name: getattr(TrainConfig(algo="qac", env_id="CartPole-v1"), name) for name in row.defaults}
+    n_envs = record["config"]["n_envs"]
+    assert module.CALLS == [(n_envs * 5, 2)] * (2_000 // (n_envs * 5))  # a Q critic: one output per action
+    snapshot = torch.load(sorted((tmp_path / "qac_seed-0" / "snapshots").iterdir())[-1], weights_only=True)
+    assert snapshot["model"]["critic_head.weight"].shape[0] == 2
+    assert main(["train", "--algo", "qac", *cartpole_options(tmp_path, 3_000)]) == 0  # resumed, not restarted
+    history = json.loads((tmp_path / "qac_seed-0" / "eval_history.json").read_text())["history"]
+    assert [point["step"] for point in history] == [0, 1_000, 2_000, 3_000]
+    assert notebook.run_config("qac", env_id="CartPole-v1", runs_dir=str(tmp_path)).run_name == "qac_seed-0"
+    capsys.readouterr()
+    assert main(["status", "--runs-dir", str(tmp_path)]) == 0
+    assert re.search(r"^qac_seed-0 +3,000 .* finished$", capsys.readouterr().out, re.MULTILINE)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sitecustomize on PYTHONPATH, as on Linux and macOS")
+def test_a_new_algorithm_trains_in_a_campaign_and_shows_in_the_help(tmp_path: Path) -> None:
+    """The same algorithm, registered at the start of every process (the campaign trains each run in its own): the
+    campaign trains its runs, and the help of the command line names it and its defaults."""
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "qac_algorithm.py").write_text(NEW_ALGORITHM)
+    (plugin / "sitecustomize.py").write_text("import qac_algorithm  # noqa: F401\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), os.environ.get("PYTHONPATH", "")])}
+
+    def rlhelpers_cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "rlhelpers", *args], capture_output=True, text=True,
+                              timeout=600, env=env)
+
+    help_text = " ".join(rlhelpers_cli("train", "--help").stdout.split())
+    assert "algorithm: a2c, task1, task2, qac" in help_text
+    assert "learning rate (default: a2c 0.0007, task1 0.0015, task2 0.0015, qac 0.001; classic control 0.007)" \
+        in help_text
+    campaign = rlhelpers_cli("campaign", "--algos", "qac", "--seeds", "1", "--parallel", "1",
+                             *cartpole_options(tmp_path / "runs"))
+    assert campaign.returncode == 0, campaign.stderr
+    history = json.loads((tmp_path / "runs" / "qac_seed-1" / "eval_history.json").read_text())
+    assert [point["step"] for point in history["history"]] == [0, 1_000, 2_000]
+    assert history["config"]["pg_coef"] == 0.5

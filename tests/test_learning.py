@@ -1,8 +1,8 @@
 """Learning: every algorithm solves CartPole-v1 (mean evaluation return >= 475) within 300k steps.
 
-Hyperparameters are the CartPole defaults of ``rlhelpers.runner.config`` (CLASSIC_CONTROL_DEFAULTS on top
-of each algorithm's own pg/vf coefficients): 8 envs, n_steps 5, lr 7e-3, ent_coef 0, gamma 0.99,
-grad clip 0.5, TF RMSprop. Evaluation: 10 stochastic-policy episodes every 10k steps.
+Hyperparameters are a run's defaults on classic control (``rlhelpers.core.config.ENV_DEFAULTS`` on top of each
+algorithm's own pg/vf coefficients; docs/experiment.md#defaults): 8 envs, n_steps 5, lr 7e-3, ent_coef 0,
+gamma 0.99, grad clip 0.5, TF RMSprop. Evaluation: 10 stochastic-policy episodes every 10k steps.
 """
 
 import pytest

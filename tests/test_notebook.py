@@ -6,12 +6,14 @@ from __future__ import annotations
 import ast
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
 
 from rlhelpers import notebook
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner.config import TrainConfig, validate
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "report.ipynb"
 
@@ -51,7 +53,8 @@ def test_setup_wandb_falls_back_to_offline_visibly(monkeypatch: pytest.MonkeyPat
 def test_flush_drive_only_on_colab_with_the_runs_on_drive(monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture) -> None:
     flushed = []
-    monkeypatch.setattr(notebook, "_colab_flush_and_unmount", lambda: flushed.append(True))
+    drive = SimpleNamespace(flush_and_unmount=lambda: flushed.append(True))
+    monkeypatch.setattr(notebook, "_colab_drive", lambda: drive)
     monkeypatch.setattr(notebook.os.path, "ismount", lambda path: path == notebook.COLAB_DRIVE)
     monkeypatch.setattr(notebook, "on_colab", lambda: False)
     notebook.flush_drive("runs")
@@ -68,14 +71,14 @@ def test_flush_drive_only_on_colab_with_the_runs_on_drive(monkeypatch: pytest.Mo
 
 def test_runs_dir_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     mounted = []
-    monkeypatch.setattr(notebook, "_colab_mount_drive", lambda: mounted.append(True))
+    monkeypatch.setattr(notebook, "_colab_drive", lambda: SimpleNamespace(mount=lambda path: mounted.append(path)))
     monkeypatch.setattr(notebook, "on_colab", lambda: False)
     assert notebook.resolve_runs_dir(None) == "runs"
     assert notebook.resolve_runs_dir("elsewhere") == "elsewhere"
     monkeypatch.setattr(notebook, "on_colab", lambda: True)
-    assert notebook.resolve_runs_dir(None) == notebook.COLAB_RUNS_DIR and mounted == [True]
+    assert notebook.resolve_runs_dir(None) == notebook.COLAB_RUNS_DIR and mounted == [notebook.COLAB_DRIVE]
     assert notebook.resolve_runs_dir("/content/drive/MyDrive/other") == "/content/drive/MyDrive/other"
-    assert notebook.resolve_runs_dir("/content/local") == "/content/local" and mounted == [True, True]
+    assert notebook.resolve_runs_dir("/content/local") == "/content/local" and mounted == [notebook.COLAB_DRIVE] * 2
 
 
 def test_training_refuses_a_drive_runs_dir_once_drive_is_unmounted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,6 +115,16 @@ def test_run_config_casts_papermill_floats() -> None:
     assert notebook.run_config("all", seed=0, total_timesteps=5e3) is None  # every run: trained by the campaign
     with pytest.raises(RLHelpersError, match="n_envs must be"):  # the shared options are checked for each algo
         notebook.run_config("all", seed=0, n_envs=-1)
+
+
+def test_an_unknown_algo_gets_the_one_message_with_the_notebooks_own_choices() -> None:
+    with pytest.raises(RLHelpersError) as everywhere:
+        validate(TrainConfig(algo="tsak1"))
+    with pytest.raises(RLHelpersError) as in_the_notebook:
+        notebook.run_config("tsak1", seed=0)
+    assert str(everywhere.value) == "unknown algo 'tsak1': choose one of a2c, task1, task2"
+    assert str(in_the_notebook.value) == (f"{everywhere.value}, 'all' to train every run of the report, or 'none' to "
+                                          "only build the report from the runs present")
 
 
 def test_notebook_defaults_follow_the_environment() -> None:

@@ -1,17 +1,18 @@
 """What the trainer needs to know of a run: the algorithm, its hyperparameters, the environments and the
-machine settings. The run machinery extends it (``rlhelpers.runner.config.TrainConfig``) with the budget,
-the evaluation and checkpoint cadence, where the run lives and how it is tracked, and fills the fields
-left as ``None`` from the algorithm table (``rlhelpers.core.losses.ALGORITHMS``) and the kind of env.
+machine settings. An ``AgentConfig`` is complete on its own: the fields left as ``None`` take the run's
+defaults (``run_defaults``: the algorithm table ``ALGORITHMS`` and ``ENV_DEFAULTS``). The run machinery
+extends it (``rlhelpers.runner.config.TrainConfig``) with the budget, the evaluation and checkpoint cadence,
+where the run lives and how it is tracked.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from rlhelpers.core.envs import atari_game, env_spec
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 
@@ -19,47 +20,73 @@ from rlhelpers.core.losses import ALGORITHMS
 # resume) and evaluation envs seeds from it upwards, so the two never share a seed.
 EVAL_SEED_OFFSET = 2**30
 
+# A run's defaults besides its algorithm's row of ALGORITHMS, by kind of env (docs/experiment.md).
+# Atari: the report's run shape; stop_return 18 is Pong's "solved" (other games: pass --stop-return).
+# Classic control (CartPole-v1): stop_return None is the env's reward_threshold (475). With the Atari settings the
+# critic term dominates the clipped gradient norm and the policy moves slowly; more updates per step (8 envs)
+# and a larger lr let every algorithm solve CartPole within 300k steps (tests/test_learning.py).
+ENV_DEFAULTS: dict[str, dict[str, float | None]] = {
+    "Atari": {"n_envs": 16, "eval_interval": 300_000, "stop_return": 18.0},
+    "classic control": {"n_envs": 8, "lr": 7e-3, "ent_coef": 0.0, "eval_interval": 10_000, "stop_return": None},
+}
 
-@dataclass
+
+def run_defaults(algo: str, env_id: str) -> dict[str, float]:
+    """The values a run of ``algo`` on ``env_id`` takes for the fields it leaves as None: the algorithm's row of
+    ``ALGORITHMS``, then its kind of env's in ``ENV_DEFAULTS``. An unknown algo or env id adds nothing (the
+    run's validation names it)."""
+    values = dict(ALGORITHMS[algo].defaults) if algo in ALGORITHMS else {}
+    try:
+        kind = "Atari" if atari_game(env_id) is not None else "classic control"
+    except RLHelpersError:
+        return values
+    values.update(ENV_DEFAULTS[kind])
+    if values["stop_return"] is None:
+        threshold = env_spec(env_id).reward_threshold
+        values["stop_return"] = float("inf") if threshold is None else threshold
+    return values
+
+
+def option(value: Any, help_text: str, **metadata: str) -> Any:
+    """A config field: its default ``value`` and the help of its command-line option (``metadata``: e.g. the
+    ``default`` that help names where the value itself says too little)."""
+    return dataclasses.field(default=value, metadata={"help": help_text, **metadata})
+
+
+@dataclasses.dataclass
 class AgentConfig:
     """The algorithm, its hyperparameters and how the trainer runs it (one field per CLI option)."""
 
-    algo: str = field(default="a2c", metadata={"help": f"algorithm: {', '.join(ALGORITHMS)}"})
-    seed: int = field(default=0, metadata={"help": "random seed of the run (the report uses 0 and 100)"})
-    env_id: str = field(
-        default="PongNoFrameskip-v4",
-        metadata={"help": "gymnasium id: an ALE Atari game (e.g. PongNoFrameskip-v4; every ALE id, v5 ones "
-                          "included, gets the report's preprocessing, without sticky actions) or an env with "
-                          "discrete actions and vector observations (e.g. CartPole-v1)"},
-    )
-    n_envs: int | None = field(default=None, metadata={"help": "parallel training environments (Atari: 16)"})
-    n_steps: int = field(default=5, metadata={"help": "rollout length per environment (n of the n-step return)"})
-    gamma: float = field(default=0.99, metadata={"help": "discount factor"})
-    lr: float | None = field(default=None, metadata={"help": "learning rate"})
-    pg_coef: float | None = field(default=None, metadata={"help": "actor loss weight"})
-    vf_coef: float | None = field(default=None, metadata={"help": "critic loss weight"})
-    ent_coef: float | None = field(default=None, metadata={"help": "entropy bonus weight"})
-    max_grad_norm: float = field(default=0.5, metadata={"help": "global gradient-norm clip"})
-    rms_alpha: float = field(default=0.99, metadata={"help": "RMSprop smoothing constant"})
-    rms_eps: float = field(default=1e-5, metadata={"help": "RMSprop epsilon (inside the square root)"})
-    hidden_size: int = field(default=64, metadata={"help": "MLP width for vector observations (CartPole)"})
-    n_eval_episodes: int = field(default=30, metadata={"help": "complete episodes per evaluation"})
-    n_eval_envs: int = field(
-        default=30, metadata={"help": "parallel evaluation environments (at most n_eval_episodes are used)"}
-    )
-    device: str = field(default="auto", metadata={"help": "torch device: auto (CUDA when present), cpu, cuda, mps"})
-    torch_threads: int = field(
-        default=0,
-        metadata={"help": "CPU threads for torch; 0: torch's default, 1 with a GPU (1 helps on a busy machine)"},
-    )
-    env_threads: int = field(
-        default=0, metadata={"help": "threads of each ALE vector env; 0: min(envs, CPUs this process may use)"}
-    )
-    env_groups: int = field(
-        default=0,
-        metadata={"help": "training envs stepped as this many groups, the network choosing one group's actions "
-                          "while the others step (ALE envs); 0: 2 with a GPU, else 1 (all envs step at once)"},
-    )
+    algo: str = option("a2c", f"algorithm: {', '.join(ALGORITHMS)}")
+    seed: int = option(0, "random seed of the run (the report uses 0 and 100)")
+    env_id: str = option("PongNoFrameskip-v4", "gymnasium id: an ALE Atari game (e.g. PongNoFrameskip-v4; every ALE "
+                         "id, v5 ones included, gets the report's preprocessing, without sticky actions) or an env "
+                         "with discrete actions and vector observations (e.g. CartPole-v1)")
+    n_envs: int | None = option(None, "parallel training environments")
+    n_steps: int = option(5, "rollout length per environment (n of the n-step return)")
+    gamma: float = option(0.99, "discount factor")
+    lr: float | None = option(None, "learning rate")
+    pg_coef: float | None = option(None, "actor loss weight")
+    vf_coef: float | None = option(None, "critic loss weight")
+    ent_coef: float | None = option(None, "entropy bonus weight")
+    max_grad_norm: float = option(0.5, "global gradient-norm clip")
+    rms_alpha: float = option(0.99, "RMSprop smoothing constant")
+    rms_eps: float = option(1e-5, "RMSprop epsilon (inside the square root)")
+    hidden_size: int = option(64, "MLP width for vector observations (CartPole)")
+    n_eval_episodes: int = option(30, "complete episodes per evaluation")
+    n_eval_envs: int = option(30, "parallel evaluation environments (at most n_eval_episodes are used)")
+    device: str = option("auto", "torch device: auto (CUDA when present), cpu, cuda, mps")
+    torch_threads: int = option(0, "CPU threads for torch; 0: torch's default, 1 with a GPU or in a campaign whose "
+                                "runs share a CPU (1 helps on a busy machine)")
+    env_threads: int = option(0, "threads of each ALE vector env; 0: min(envs, CPUs this process may use)")
+    env_groups: int = option(0, "training envs stepped as this many groups, the network choosing one group's "
+                             "actions while the others step (ALE envs); 0: 2 with a GPU, else 1 (all envs step "
+                             "at once)")
+
+    def __post_init__(self) -> None:
+        for name, value in run_defaults(self.algo, self.env_id).items():
+            if hasattr(self, name) and getattr(self, name) is None:  # eval_interval, stop_return: TrainConfig only
+                setattr(self, name, value)
 
     @property
     def batch_size(self) -> int:

@@ -26,11 +26,10 @@ ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
 
 
 def atari_game(env_id: str) -> str | None:
-    """ALE ROM name of an Atari env id (``PongNoFrameskip-v4`` -> ``pong``), or None for other ids."""
+    """ALE ROM name of an Atari env id (``PongNoFrameskip-v4`` -> ``pong``), or None for other ids: the one test
+    of whether an env is Atari."""
     spec = env_spec(env_id)
-    if spec.entry_point == ATARI_ENTRY_POINT:
-        return spec.kwargs["game"]
-    return None
+    return spec.kwargs["game"] if spec.entry_point == ATARI_ENTRY_POINT else None
 
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
@@ -52,10 +51,8 @@ def check_supported(env_id: str) -> None:
         env = gym.make(env_id)
     except gym.error.Error as exc:
         raise RLHelpersError(f"cannot build {env_id}: {exc}") from exc
-    try:
-        actions, observations = env.action_space, env.observation_space
-    finally:
-        env.close()
+    actions, observations = env.action_space, env.observation_space
+    env.close()
     if not isinstance(actions, gym.spaces.Discrete):
         raise RLHelpersError(f"{env_id} has a {actions} action space; only discrete actions are supported")
     if not isinstance(observations, gym.spaces.Box) or len(observations.shape) != 1:

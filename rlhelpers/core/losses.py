@@ -37,9 +37,19 @@ def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.T
     return torch.where(constant, torch.nan, 1.0 - (target - predicted).var() / target.var())
 
 
-def _stats(actor_loss: torch.Tensor, critic_loss: torch.Tensor, entropy: torch.Tensor,
-           predicted: torch.Tensor, returns: torch.Tensor) -> Stats:
-    return {
+def _policy_terms(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """log pi(.|s), pi(.|s) and the batch's mean entropy mean(H)."""
+    log_probs = torch.log_softmax(logits, dim=-1)
+    probs = log_probs.exp()
+    entropy = -(probs * log_probs).sum(-1).mean()
+    return log_probs, probs, entropy
+
+
+def _weighted(actor_loss: torch.Tensor, critic_loss: torch.Tensor, entropy: torch.Tensor, predicted: torch.Tensor,
+              returns: torch.Tensor, pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[torch.Tensor, Stats]:
+    """pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy, and the statistics of the terms."""
+    loss = pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy
+    return loss, {
         "actor_loss": actor_loss.detach(),
         "critic_loss": critic_loss.detach(),
         "entropy": entropy.detach(),
@@ -51,15 +61,21 @@ def a2c_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, 
              pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[torch.Tensor, Stats]:
     """loss = -pg_coef * mean(A_t log pi(a_t|s_t)) + vf_coef * MSE(V(s_t), R_t) - ent_coef * mean(H),
     with A_t = R_t - V(s_t) treated as a constant."""
-    log_probs = torch.log_softmax(logits, dim=-1)
-    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+    log_probs, _, entropy = _policy_terms(logits)
     values = critic.squeeze(-1)
     advantages = (returns - values).detach()
-    log_prob_actions = log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)
-    actor_loss = -(advantages * log_prob_actions).mean()
-    critic_loss = F.mse_loss(values, returns)
-    loss = pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy
-    return loss, _stats(actor_loss, critic_loss, entropy, values, returns)
+    actor_loss = -(advantages * log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)).mean()
+    return _weighted(actor_loss, F.mse_loss(values, returns), entropy, values, returns, pg_coef, vf_coef, ent_coef)
+
+
+def _all_action_loss(logits: torch.Tensor, q_values: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
+                     coefs: tuple[float, float, float], baseline: bool) -> tuple[torch.Tensor, Stats]:
+    """task1's loss, or with ``baseline`` task2's; ``coefs`` are pg_coef, vf_coef and ent_coef."""
+    log_probs, probs, entropy = _policy_terms(logits)
+    q_sa = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
+    actor_weights = q_values - (probs * q_values).sum(-1, keepdim=True) if baseline else q_values  # Q - V~ or Q
+    actor_loss = -(probs * actor_weights.detach()).sum(-1).mean()
+    return _weighted(actor_loss, F.mse_loss(q_sa, returns), entropy, q_sa, returns, *coefs)
 
 
 def task1_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
@@ -67,15 +83,7 @@ def task1_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor
     """All-action actor-critic:
     loss = -pg_coef * mean_s sum_a pi(a|s) Q(s,a).detach() + vf_coef * MSE(Q(s_t,a_t), R_t) - ent_coef * mean(H).
     The executed actions enter only the critic loss."""
-    log_probs = torch.log_softmax(logits, dim=-1)
-    probs = log_probs.exp()
-    entropy = -(probs * log_probs).sum(-1).mean()
-    q_values = critic
-    q_sa = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
-    actor_loss = -(probs * q_values.detach()).sum(-1).mean()
-    critic_loss = F.mse_loss(q_sa, returns)
-    loss = pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy
-    return loss, _stats(actor_loss, critic_loss, entropy, q_sa, returns)
+    return _all_action_loss(logits, critic, actions, returns, (pg_coef, vf_coef, ent_coef), baseline=False)
 
 
 def task2_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
@@ -83,38 +91,22 @@ def task2_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor
     """task1 with the baseline V~(s) = sum_a pi(a|s) Q(s,a):
     actor loss = -mean_s sum_a pi(a|s) (Q(s,a) - V~(s)).detach(); critic and entropy terms as task1.
     Since sum_a grad pi(a|s) = 0, its actor gradient equals task1's in exact arithmetic."""
-    log_probs = torch.log_softmax(logits, dim=-1)
-    probs = log_probs.exp()
-    entropy = -(probs * log_probs).sum(-1).mean()
-    q_values = critic
-    q_sa = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
-    v_tilde = (probs * q_values).sum(-1, keepdim=True)
-    actor_loss = -(probs * (q_values - v_tilde).detach()).sum(-1).mean()
-    critic_loss = F.mse_loss(q_sa, returns)
-    loss = pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy
-    return loss, _stats(actor_loss, critic_loss, entropy, q_sa, returns)
+    return _all_action_loss(logits, critic, actions, returns, (pg_coef, vf_coef, ent_coef), baseline=True)
 
 
 @dataclass(frozen=True)
 class Algorithm:
-    """One actor-critic algorithm: its loss, its critic's kind and its default coefficients (Atari)."""
+    """One actor-critic algorithm: its loss, its critic's kind and the hyperparameters a run of it takes unless it
+    sets its own (tuned for Atari; ``rlhelpers.core.config.ENV_DEFAULTS`` changes some for other envs)."""
 
     loss: LossFn
     critic: str  # "V": one output, V(s); "Q": one output per action, Q(s, .)
-    lr: float
-    pg_coef: float
-    vf_coef: float
-    ent_coef: float
-
-    @property
-    def defaults(self) -> dict[str, float]:
-        """The hyperparameters a run takes unless it sets its own."""
-        return {"lr": self.lr, "pg_coef": self.pg_coef, "vf_coef": self.vf_coef, "ent_coef": self.ent_coef}
+    defaults: dict[str, float]  # lr, pg_coef, vf_coef and ent_coef
 
 
 # The algorithm table (docs/experiment.md): everything else reads it, so a new algorithm is a loss and a row.
 ALGORITHMS: dict[str, Algorithm] = {
-    "a2c": Algorithm(a2c_loss, critic="V", lr=7e-4, pg_coef=1.0, vf_coef=0.25, ent_coef=0.01),
-    "task1": Algorithm(task1_loss, critic="Q", lr=1.5e-3, pg_coef=0.1, vf_coef=0.5, ent_coef=0.001),
-    "task2": Algorithm(task2_loss, critic="Q", lr=1.5e-3, pg_coef=0.1, vf_coef=0.5, ent_coef=0.001),
+    "a2c": Algorithm(a2c_loss, "V", {"lr": 7e-4, "pg_coef": 1.0, "vf_coef": 0.25, "ent_coef": 0.01}),
+    "task1": Algorithm(task1_loss, "Q", {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001}),
+    "task2": Algorithm(task2_loss, "Q", {"lr": 1.5e-3, "pg_coef": 0.1, "vf_coef": 0.5, "ent_coef": 0.001}),
 }
