@@ -327,8 +327,8 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     that are gone (a fresh clone, another machine, a run not under ``runs_dir``) are kept as
     ``_entries_of_gone_snapshots`` says, and their steps take part in choosing the shared steps; a run without
     a checkpoint here also keeps its optimizer regime from ``previous``, while the regime of a run with one is
-    always read anew. ``on_measured`` gets the
-    results so far after each snapshot measured (with the earlier regimes), so that they can be saved as they come.
+    always read anew. ``on_measured`` gets the results so far after each snapshot measured (with the earlier
+    regimes), so that they can be saved as they come.
     """
     runs_dir = Path(runs_dir)
     local = {path.name: dict(found) for path in sorted(runs_dir.glob("*"))

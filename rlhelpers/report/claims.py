@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.core.evaluation import mean_and_sem
-from rlhelpers.report.plotting import algo_curve, held_returns
+from rlhelpers.report.plotting import algo_curve, held_returns, runs_by_label
 from rlhelpers.report.seeds import ABLATION_ARMS, measure_seeds, span
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
@@ -61,8 +61,7 @@ def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
     reaches; ``curve/<label>``, the mean return of a label's seed-averaged curve up to it, and ``seed/<run>``
     each seed's; ``below/<label>/<other>``, whether both of the label's seeds lie below both of the other's
     (the report's rule for "learned more slowly"). Empty unless every label has a run with evaluations."""
-    records = list(records)
-    runs = {lab: [r for r in records if r.label == lab and r.evaluations] for lab in labels}
+    runs = runs_by_label(records, labels)
     curves = {lab: algo_curve(records) for lab, records in runs.items() if records}
     if len(curves) < len(runs):
         return {}
@@ -139,7 +138,7 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
         "variance_ratio": span(v["sampled_over_all_action_batch"] for v in variance),
         **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a in ABLATION_ARMS for b in ABLATION_ARMS
            if a != b},
-        **{f"advantage/{label}": span(s["advantage_scale"]["advantage_rms"] for of, _, s in trained if of == label)
+        **{f"advantage/{label}": span(s["advantage_scale"]["advantage_rms"] for lab, _, s in trained if lab == label)
            for label in {label for label, _, _ in trained}},
         "error_over_spread": span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
                                   for label, _, s in trained if label == "task1"),

@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlhelpers.report.plotting import algo_curve, held_returns, label_steps, save_figure
+from rlhelpers.report.plotting import algo_curve, held_returns, label_steps, runs_by_label, save_figure
 from rlhelpers.runner.config import REPORT_SEEDS
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -109,8 +109,7 @@ ABLATION_ARMS = arms(PREDICTIONS)
 
 def arm_runs(runs_dir: str | Path, predictions: Sequence[Prediction]) -> dict[str, list[RunRecord]]:
     """The evaluated runs of each arm of ``predictions`` with the seeds of ``FIVE_SEEDS`` in ``runs_dir``, by seed."""
-    records = [r for r in read_runs(runs_dir, FIVE_SEEDS) if r.evaluations]
-    return {arm: sorted((r for r in records if r.label == arm), key=lambda r: r.seed) for arm in arms(predictions)}
+    return runs_by_label(read_runs(runs_dir, FIVE_SEEDS), arms(predictions))
 
 
 def measure_seeds(runs_dir: str | Path, target: float = 18.0,

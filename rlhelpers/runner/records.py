@@ -77,13 +77,14 @@ class RunRecord:
         return self.config.get("variant") or ""
 
     @property
-    def seed(self) -> int | None:
-        return self.config.get("seed")
-
-    @property
     def label(self) -> str:
         """What the run is a seed of: its algorithm, or ``<algo>-<variant>`` (its name without the seed)."""
         return parse_run_name(self.name)[0]
+
+    @property
+    def seed(self) -> int:
+        """The run's seed, from its name."""
+        return parse_run_name(self.name)[1]
 
     @property
     def last(self) -> Evaluation | None:
