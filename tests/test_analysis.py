@@ -44,9 +44,10 @@ def bias_only_model(policy_bias: list[float], q_bias: list[float]) -> torch.nn.M
     return model
 
 
-def train_cartpole(algo: str, runs_dir: Path, total_timesteps: int) -> None:
+def train_cartpole(algo: str, runs_dir: Path, total_timesteps: int, seed: int = 0) -> None:
     """A short CartPole run with an evaluation and a snapshot every 200 steps."""
-    train(TrainConfig(algo=algo, env_id="CartPole-v1", total_timesteps=total_timesteps, n_envs=4, eval_interval=200,
+    train(TrainConfig(algo=algo, seed=seed, env_id="CartPole-v1", total_timesteps=total_timesteps, n_envs=4,
+                      eval_interval=200,
                       n_eval_episodes=2, n_eval_envs=2, snapshot_interval=200, runs_dir=str(runs_dir),
                       wandb_mode="disabled", device="cpu"), show_progress=False)
 
@@ -338,11 +339,29 @@ def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_ste
     other = analyze_runs(tmp_path, n_stages=2, **{**settings, "gap_steps": 6}, previous=first)
     assert sorted(other["snapshots"]) == ["task1_seed-0@0", "task1_seed-0@400"]
     assert sorted(other["optimizer_regime"]) == ["task1_seed-0"] and len(measured) == 2
-    # a run moved out of the runs directory leaves the results
+    # a run moved out of the runs directory keeps its results, as one whose snapshots are gone
     a2c.rename(tmp_path.parent / "a2c_elsewhere")
-    again = analyze_runs(tmp_path, n_stages=2, **settings, previous=first)
-    assert sorted(again["snapshots"]) == ["task1_seed-0@0", "task1_seed-0@400"]
-    assert sorted(again["optimizer_regime"]) == ["task1_seed-0"] and len(measured) == 2
+    assert analyze_runs(tmp_path, n_stages=2, **settings, previous=first) == first and len(measured) == 2
+
+
+def test_a_run_measured_in_a_runs_directory_of_its_own_keeps_every_other_runs_results(tmp_path) -> None:
+    """analyze of one new run, written into the committed analysis.json, adds that run's entries and keeps every
+    committed run's entries and optimizer regime, though none of those runs is in its runs directory."""
+    import rlhelpers.report.analysis as analysis
+
+    train_cartpole("a2c", tmp_path / "runs", 200, seed=1)
+    settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
+    committed = json.loads((Path(__file__).parents[1] / "figures" / "analysis.json").read_text())
+    committed.update(settings)  # as if measured with this test's quicker settings
+    out = tmp_path / "analysis.json"
+    out.write_text(json.dumps(committed))
+    _, results = analysis.write_analysis(tmp_path / "runs", out, **settings)
+    assert len(committed["snapshots"]) == 32
+    assert results["snapshots"] == {**committed["snapshots"], **{
+        key: results["snapshots"][key] for key in ("a2c_seed-1@0", "a2c_seed-1@200")}}
+    assert results["optimizer_regime"] == {**committed["optimizer_regime"],
+                                           "a2c_seed-1": results["optimizer_regime"]["a2c_seed-1"]}
+    assert json.loads(out.read_text()) == results
 
 
 def test_a_run_that_lost_its_older_snapshots_keeps_their_results_but_not_those_of_an_earlier_attempt(

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from rlhelpers.report import claims
+from rlhelpers.report.plotting import algo_curve
 from rlhelpers.report.seeds import (
     FIVE_SEEDS,
     PREDICTIONS,
@@ -19,15 +20,14 @@ from rlhelpers.report.seeds import (
     difference,
     measure_seeds,
     plot_seeds,
-    seed_mean_curve,
     seed_score,
 )
 from rlhelpers.runner.records import RunRecord
 
 
-def run(means: list[float], every: int = 100, stop: float = 18.0) -> RunRecord:
+def run(means: list[float], every: int = 100, stop: float = 18.0, seed: int = 200) -> RunRecord:
     history = [{"step": i * every, "returns": [m - 1, m + 1]} for i, m in enumerate(means)]
-    return RunRecord.from_dict({"run_name": "a2c_seed-200", "history": history,
+    return RunRecord.from_dict({"run_name": f"a2c_seed-{seed}", "history": history,
                                 "config": {"eval_interval": every, "stop_return": stop}})
 
 
@@ -119,9 +119,14 @@ def test_a_prediction_that_says_not_above_holds_only_when_the_interval_reaches_z
 
 
 def test_the_seed_mean_curve_holds_a_stopped_seed_and_waits_for_one_still_training() -> None:
-    stopped, going = run([-20.0, 19.0], every=100), run([-20.0, -10.0, 0.0], every=100)
-    assert seed_mean_curve([stopped, going]) == ([0, 100, 200], [-20.0, 4.5, 9.5])
-    assert seed_mean_curve([going, run([-20.0], every=100)]) == ([0], [-20.0])
+    """The figure's mean of an arm's seeds is the comparison plot's curve (``algo_curve``)."""
+    def mean_curve(records: list[RunRecord]) -> tuple[list[int], list[float]]:
+        curve = algo_curve(records)
+        return curve.steps.tolist(), curve.means.tolist()
+
+    stopped, going = run([-20.0, 19.0], every=100), run([-20.0, -10.0, 0.0], every=100, seed=300)
+    assert mean_curve([stopped, going]) == ([0, 100, 200], [-20.0, 4.5, 9.5])
+    assert mean_curve([going, run([-20.0], every=100)]) == ([0], [-20.0])
 
 
 def test_the_figure_draws_every_seed_and_each_prediction_once_complete(tmp_path) -> None:

@@ -299,17 +299,17 @@ def stage_steps(steps: dict[str, list[int]], n_stages: int) -> dict[str, list[in
 METHOD_VERSION = 1
 
 
-def _entries_of_gone_snapshots(reusable: dict[str, dict[str, Any]], run_dirs: dict[str, Path],
+def _entries_of_gone_snapshots(reusable: dict[str, dict[str, Any]],
                                local: dict[str, dict[int, Path]]) -> dict[str, dict[int, dict[str, Any]]]:
-    """The earlier entries, per run still under the runs directory and step, whose snapshot is gone and
-    which therefore cannot be measured again: all of a run without snapshots (a fresh clone), and those of
-    a run that lost its older snapshots (a new machine in the middle of training) up to its newest
-    snapshot. An entry past the newest snapshot belongs to an earlier attempt at a run restarted from
+    """The earlier entries, per run and step, whose snapshot is gone and which therefore cannot be measured
+    again: all of a run without snapshots here (a fresh clone, or a run measured from another runs directory),
+    and those of a run that lost its older snapshots (a new machine in the middle of training) up to its
+    newest snapshot. An entry past the newest snapshot belongs to an earlier attempt at a run restarted from
     step 0, and is dropped. The entries returned are kept whatever steps are chosen to be measured."""
     kept: dict[str, dict[int, dict[str, Any]]] = {}
     for key, entry in reusable.items():
         run, step = key.rpartition("@")[0], int(entry["step"])
-        if run in run_dirs and step not in local.get(run, {}) and step <= max(local.get(run, {}), default=step):
+        if step not in local.get(run, {}) and step <= max(local.get(run, {}), default=step):
             kept.setdefault(run, {})[step] = entry
     return kept
 
@@ -324,14 +324,15 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
 
     A snapshot's entry in ``previous`` (earlier results) is kept instead of measured again when
     ``METHOD_VERSION``, the settings and the snapshot file's SHA-256 are the same. The entries of snapshots
-    that are gone (a fresh clone, another machine) are kept as ``_entries_of_gone_snapshots`` says, and their
-    steps take part in choosing the shared steps; a run without snapshots also keeps its optimizer regime
-    from ``previous``, while the regime of a run with a checkpoint is always read anew. ``on_measured`` gets the
-    results so far after each snapshot measured (with the earlier regimes), so that they can be saved as they come.
+    that are gone (a fresh clone, another machine, a run not under ``runs_dir``) are kept as
+    ``_entries_of_gone_snapshots`` says, and their steps take part in choosing the shared steps; a run without
+    a checkpoint here also keeps its optimizer regime from ``previous``, while the regime of a run with one is
+    always read anew. ``on_measured`` gets the results so far after each snapshot measured (with the earlier
+    regimes), so that they can be saved as they come.
     """
     runs_dir = Path(runs_dir)
-    run_dirs = {path.name: path for path in sorted(runs_dir.glob("*")) if path.is_dir()}
-    local = {name: dict(found) for name, path in run_dirs.items() if (found := RunDirectory(path).snapshots())}
+    local = {path.name: dict(found) for path in sorted(runs_dir.glob("*"))
+             if (found := RunDirectory(path).snapshots())}
     if not local:
         raise RLHelpersError(f"no model snapshots under {runs_dir}/*/snapshots/: they are written while training "
                              "and are not committed")
@@ -345,7 +346,7 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
                                 else (None, None))
     reusable = ({key: entry for key, entry in earlier.items() if isinstance(entry, dict) and "step" in entry}
                 if isinstance(earlier, dict) else {})
-    kept = _entries_of_gone_snapshots(reusable, run_dirs, local)
+    kept = _entries_of_gone_snapshots(reusable, local)
     stages = stage_steps({run: sorted({*local.get(run, {}), *kept.get(run, {})}) for run in sorted({*local, *kept})},
                          n_stages)
     results: dict[str, Any] = {**settings, "n_stages": n_stages, "snapshots": {
@@ -373,17 +374,14 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
             on_measured({**results, "snapshots": {**reusable, **results["snapshots"]}})
     results["snapshots"] = dict(sorted(results["snapshots"].items(),
                                        key=lambda item: (item[1]["run"], item[1]["step"])))
-    regimes = {}
-    for run in stages:
-        state = RunDirectory(run_dirs[run]).load_latest_checkpoint()
-        if state is not None and run in local:
-            # the last snapshot for the parameter groups; v is the checkpoint's
-            model, config, _ = load_model(local[run][stages[run][-1]])
+    regimes = dict(results["optimizer_regime"])  # those of runs without a checkpoint here stay as they were
+    for run, snapshots in local.items():
+        state = RunDirectory(runs_dir / run).load_latest_checkpoint()
+        if state is not None:  # the last snapshot for the parameter groups; v is the checkpoint's
+            model, config, _ = load_model(snapshots[stages[run][-1]])
             regimes[run] = {"step": int(state["num_timesteps"]),
                             **optimizer_regime(model, state["optimizer"], config.rms_eps)}
-        elif isinstance(earlier_regimes, dict) and isinstance(earlier_regimes.get(run), dict):
-            regimes[run] = earlier_regimes[run]
-    results["optimizer_regime"] = regimes
+    results["optimizer_regime"] = dict(sorted(regimes.items()))
     return results
 
 

@@ -17,16 +17,14 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.core.evaluation import mean_and_sem
-from rlhelpers.report.plotting import algo_curve, held_returns
-from rlhelpers.report.seeds import ARMS, measure_seeds
+from rlhelpers.report.plotting import algo_curve, held_returns, runs_by_label
+from rlhelpers.report.seeds import ABLATION_ARMS, measure_seeds, span
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
 
 # The report's pairs: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of one algorithm.
 TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
 SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
-# The controlled experiment beside the report: task1 with A2C's actor weight (variant pg1) against both.
-ABLATION = ARMS
 SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
 STEP = "M"  # environment steps in millions: 7.2M
 
@@ -58,23 +56,12 @@ def _format(value: Any, fmt: str) -> str:
     return format(value, fmt)
 
 
-def _span(values: Iterable[float]) -> tuple[float, float] | None:
-    values = list(values)
-    return (min(values), max(values)) if values else None
-
-
-def label(run_name: str) -> str:
-    """The curve a run belongs to: its algorithm, or ``<algo>-<variant>`` (its name without the seed)."""
-    return parse_run_name(run_name)[0]
-
-
 def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, Any]:
     """The report's speed comparison of ``labels``: ``until``, the last step that every compared curve
     reaches; ``curve/<label>``, the mean return of a label's seed-averaged curve up to it, and ``seed/<run>``
     each seed's; ``below/<label>/<other>``, whether both of the label's seeds lie below both of the other's
     (the report's rule for "learned more slowly"). Empty unless every label has a run with evaluations."""
-    records = list(records)
-    runs = {lab: [r for r in records if r.label == lab and r.evaluations] for lab in labels}
+    runs = runs_by_label(records, labels)
     curves = {lab: algo_curve(records) for lab, records in runs.items() if records}
     if len(curves) < len(runs):
         return {}
@@ -133,35 +120,35 @@ def _pair_gaps(records: dict[str, RunRecord]) -> dict[str, float | None]:
 
 def _head_actor_ratio(head_actor: dict[tuple[str, int, int], float], a: str, b: str) -> tuple[float, float] | None:
     """Range of label ``a``'s actor-term gradient on the policy head over label ``b``'s, same seed and step."""
-    return _span(value / head_actor[(b, seed, step)] for (lab, seed, step), value in head_actor.items()
+    return span(value / head_actor[(b, seed, step)] for (lab, seed, step), value in head_actor.items()
                  if lab == a and head_actor.get((b, seed, step)))
 
 
 def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
-    every = list((analysis or {}).get("snapshots", {}).values())
-    every_trained = [s for s in every if s["step"] > 0]
-    head_actor = {(label(s["run"]), parse_run_name(s["run"])[1], s["step"]):
-                  s["loss_term_gradients"]["actor"]["policy_head"] for s in every_trained}
-    snapshots = [s for s in every if label(s["run"]) in ALGOS]  # the report's runs
-    trained = [s for s in snapshots if s["step"] > 0]
-    agreement = [s["task_gradient_agreement"] for s in snapshots if "task_gradient_agreement" in s]
-    variance = [s["estimator_variance"] for s in trained if "estimator_variance" in s]
+    named = [(*parse_run_name(s["run"]), s) for s in (analysis or {}).get("snapshots", {}).values()]
+    trained = [(label, seed, s) for label, seed, s in named if s["step"] > 0]
+    head_actor = {(label, seed, s["step"]): s["loss_term_gradients"]["actor"]["policy_head"]
+                  for label, seed, s in trained}
+    agreement = [s["task_gradient_agreement"] for label, _, s in named
+                 if label in ALGOS and "task_gradient_agreement" in s]
+    variance = [s["estimator_variance"] for label, _, s in trained if label in ALGOS and "estimator_variance" in s]
     found: dict[str, Any] = {
         "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
         "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
-        "variance_ratio": _span(v["sampled_over_all_action_batch"] for v in variance),
-        **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a in ABLATION for b in ABLATION if a != b},
-        **{f"advantage/{lab}": _span(s["advantage_scale"]["advantage_rms"] for s in every_trained
-                                     if label(s["run"]) == lab) for lab in {label(s["run"]) for s in every_trained}},
-        "error_over_spread": _span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
-                                   for s in trained if label(s["run"]) == "task1"),
+        "variance_ratio": span(v["sampled_over_all_action_batch"] for v in variance),
+        **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a in ABLATION_ARMS for b in ABLATION_ARMS
+           if a != b},
+        **{f"advantage/{label}": span(s["advantage_scale"]["advantage_rms"] for lab, _, s in trained if lab == label)
+           for label in {label for label, _, _ in trained}},
+        "error_over_spread": span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
+                                  for label, _, s in trained if label == "task1"),
     }
     for algo in ("a2c", "task1"):
-        own = [s for s in trained if label(s["run"]) == algo]
-        found[f"encoder_critic_over_actor/{algo}"] = _span(
-            s["loss_term_gradients"]["critic"]["encoder"] / s["loss_term_gradients"]["actor"]["encoder"] for s in own)
-        shares = [regime["groups"]["policy_head"]["below_eps_share"]
-                  for run, regime in (analysis or {}).get("optimizer_regime", {}).items() if label(run) == algo]
+        found[f"encoder_critic_over_actor/{algo}"] = span(
+            s["loss_term_gradients"]["critic"]["encoder"] / s["loss_term_gradients"]["actor"]["encoder"]
+            for label, _, s in trained if label == algo)
+        shares = [regime["groups"]["policy_head"]["below_eps_share"] for run, regime
+                  in (analysis or {}).get("optimizer_regime", {}).items() if parse_run_name(run)[0] == algo]
         found[f"eps_share/{algo}"] = min(shares, default=None)
     return found
 
@@ -190,13 +177,13 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
       between two seeds of one algorithm at the same steps, and the standard error of one gap;
     - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
       ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
-      gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``ABLATION``: a's actor-term
+      gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``ABLATION_ARMS``: a's actor-term
       gradient on the policy head over b's, same seed and step), ``advantage/<label>`` (the size of the
       advantage its actor follows; a variant's too), ``error_over_spread`` (task1's critic error over its
       action spread), ``encoder_critic_over_actor/<algo>``, ``eps_share/<algo>`` (share of policy-head
       parameters whose RMSprop mean square is below epsilon) and ``lr_ratio`` (task1's learning rate over A2C's);
     - ``budget``: the report runs' training budget, when they share one;
-    - ``ablation/...``: ``compare_speed`` of ``ABLATION``'s labels (``ablation/until``,
+    - ``ablation/...``: ``compare_speed`` of ``ABLATION_ARMS`` (``ablation/until``,
       ``ablation/below/<a>/<b>``, ...);
     - ``seeds/...``: the five-seed section's figures, ``measure_seeds`` of the runs of all five seeds
       (``seeds/passed/<arm>``, ``seeds/interval/<x>/<y>``, ...), and given the five-seed runs' gradient
@@ -214,7 +201,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
             found[f"pass/{name}"] = record.first_step_above(target)
             found[f"last/{name}"] = record.last.mean
     found.update(compare_speed(records.values(), ALGOS))
-    found.update({f"ablation/{key}": value for key, value in compare_speed(records.values(), ABLATION).items()})
+    found.update({f"ablation/{key}": value for key, value in compare_speed(records.values(), ABLATION_ARMS).items()})
     found.update(_pair_gaps(records))
     found.update(_gradient_facts(analysis))
     found.update({f"seeds/{key}": value for key, value in measure_seeds(runs_dir, target).items()})
@@ -222,8 +209,8 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
         every = merged_analysis(analysis, seeds_analysis)
         found.update({f"seeds/{key}": value for key, value in _gradient_facts(every).items()})
         analysed = {s["run"] for s in every["snapshots"].values() if s["step"] > 0}
-        found.update({f"seeds/analysed/{lab}": sum(label(run) == lab for run in analysed)
-                      for lab in {label(run) for run in analysed}})
+        labels = [parse_run_name(run)[0] for run in analysed]
+        found.update({f"seeds/analysed/{label}": labels.count(label) for label in set(labels)})
     budgets = {record.config.get("total_timesteps") for record in records.values() if not record.variant}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     lr = {record.label: record.config.get("lr") for record in records.values()}

@@ -72,6 +72,13 @@ def algo_curve(records: Sequence[RunRecord]) -> AlgoCurve:
                      np.array([len(pooled) for pooled in by_step.values()]), stopped)
 
 
+def runs_by_label(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, list[RunRecord]]:
+    """The runs of each of ``labels`` (an algorithm, or ``<algo>-<variant>``) among ``records`` that have an
+    evaluation, by seed: the seeds of a curve."""
+    evaluated = [r for r in records if r.evaluations]
+    return {label: sorted((r for r in evaluated if r.label == label), key=lambda r: r.seed) for label in labels}
+
+
 def held_returns(record: RunRecord, steps: Iterable[int]) -> dict[int, tuple[float, ...]]:
     """One run's evaluation returns at each of ``steps`` that it evaluated, and, once it stopped early,
     its last evaluation held at the later ones (its policy no longer changes)."""
@@ -97,8 +104,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
                              "plot each environment's runs from a runs directory of its own")
     fig, ax = plt.subplots(figsize=(8, 5.6))
     any_stopped = False
-    for style, label in zip(itertools.cycle(LINE_STYLES), labels):
-        runs = sorted((r for r in records if r.label == label and r.evaluations), key=lambda r: r.seed)
+    for style, (label, runs) in zip(itertools.cycle(LINE_STYLES), runs_by_label(records, labels).items()):
         if not runs:
             continue
         curve = algo_curve(runs)

@@ -4,7 +4,7 @@ section cites, and its figure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlhelpers.report.plotting import held_returns, label_steps, save_figure
+from rlhelpers.report.plotting import algo_curve, held_returns, label_steps, runs_by_label, save_figure
 from rlhelpers.runner.config import REPORT_SEEDS
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -23,7 +23,6 @@ RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 EXTRA_SEEDS = (200, 300, 400)  # the five-seed campaign's, beside the report's two
 FIVE_SEEDS = (*REPORT_SEEDS, *EXTRA_SEEDS)
-ARMS = ("a2c", "task1", "task1-pg1")  # the ablation's arms: A2C, task1, and task1 with A2C's actor weight
 SEEDS_PNG = "seeds.png"
 LABEL_GAP = 0.06  # the seed labels' least vertical distance in panel (d), as a share of its height
 SEEDS_ANALYSIS_JSON = "analysis_seeds.json"  # the gradient facts of the five-seed runs, beside analysis.json
@@ -40,6 +39,12 @@ def seed_score(record: RunRecord, until: int = SCORE_UNTIL) -> float | None:
     if len(held) < len(steps):
         return None
     return float(np.mean([np.mean(returns) for returns in held.values()]))
+
+
+def span(values: Iterable[float]) -> tuple[float, float] | None:
+    """The smallest and the largest of ``values``, None when there are none."""
+    values = list(values)
+    return (min(values), max(values)) if values else None
 
 
 @dataclass(frozen=True)
@@ -93,23 +98,33 @@ PREDICTIONS = (Prediction("a2c", "task1", True), Prediction("task1-pg1", "task1"
                Prediction("a2c", "task1-pg1", False))
 
 
-def arm_runs(runs_dir: str | Path) -> dict[str, list[RunRecord]]:
-    """The evaluated runs of each of ``ARMS`` with the seeds of ``FIVE_SEEDS`` in ``runs_dir``, by seed."""
-    records = [r for r in read_runs(runs_dir, FIVE_SEEDS) if r.evaluations]
-    return {arm: sorted((r for r in records if r.label == arm), key=lambda r: r.seed) for arm in ARMS}
+def arms(predictions: Sequence[Prediction]) -> tuple[str, ...]:
+    """The arms that ``predictions`` compare, in the order they first name them: a five-seed section's arms."""
+    return tuple(dict.fromkeys(arm for prediction in predictions for arm in (prediction.x, prediction.y)))
 
 
-def measure_seeds(runs_dir: str | Path, target: float = 18.0) -> dict[str, Any]:
+# The pg_coef ablation's arms, those its five-seed predictions compare: A2C, task1, and task1 with A2C's actor weight.
+ABLATION_ARMS = arms(PREDICTIONS)
+
+
+def arm_runs(runs_dir: str | Path, predictions: Sequence[Prediction]) -> dict[str, list[RunRecord]]:
+    """The evaluated runs of each arm of ``predictions`` with the seeds of ``FIVE_SEEDS`` in ``runs_dir``, by seed."""
+    return runs_by_label(read_runs(runs_dir, FIVE_SEEDS), arms(predictions))
+
+
+def measure_seeds(runs_dir: str | Path, target: float = 18.0,
+                  predictions: Sequence[Prediction] = PREDICTIONS) -> dict[str, Any]:
     """What the five-seed section cites, by key: ``score/<run>`` (S, None before it gets there),
     ``scored/<arm>`` (how many seeds have S), ``passed/<arm>`` (how many seeds' evaluations exceeded
     ``target``), ``pass/<arm>`` (the range of their first steps above it) and ``training/<arm>`` (how many
-    seeds are not finished yet); and per prediction of
-    x over y, once both arms have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ),
-    ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
-    return _measure_arms(arm_runs(runs_dir), target)
+    seeds are not finished yet), for each arm of ``predictions``; and per prediction of x over y, once both arms
+    have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ), ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>``
+    (P(X > Y)) and ``holds/<x>/<y>``."""
+    return _measure_arms(arm_runs(runs_dir, predictions), target, predictions)
 
 
-def _measure_arms(runs: dict[str, list[RunRecord]], target: float) -> dict[str, Any]:
+def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
+                  predictions: Sequence[Prediction]) -> dict[str, Any]:
     """``measure_seeds`` of the runs of each arm, already read."""
     found: dict[str, Any] = {}
     scores: dict[str, list[float]] = {}
@@ -119,9 +134,9 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float) -> dict[str, 
         passes = [step for step in (r.first_step_above(target) for r in records) if step is not None]
         found[f"scored/{arm}"] = len(scores[arm])
         found[f"passed/{arm}"] = len(passes)
-        found[f"pass/{arm}"] = (min(passes), max(passes)) if passes else None
+        found[f"pass/{arm}"] = span(passes)
         found[f"training/{arm}"] = sum(not r.finished() for r in records)
-    for prediction in PREDICTIONS:
+    for prediction in predictions:
         if all(len(scores[arm]) == len(FIVE_SEEDS) for arm in (prediction.x, prediction.y)):
             result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
             found.update({f"delta/{key}": result.delta, f"interval/{key}": (result.low, result.high),
@@ -129,29 +144,22 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float) -> dict[str, 
     return found
 
 
-def seed_mean_curve(records: Sequence[RunRecord]) -> tuple[list[int], list[float]]:
-    """The mean over seeds of each seed's evaluation mean, at every step that all seeds evaluated or hold
-    (a seed that stopped early above its stop return holds its last evaluation)."""
-    steps = sorted({e.step for r in records for e in r.evaluations})
-    held = [held_returns(r, steps) for r in records]
-    steps = [step for step in steps if all(step in returns for returns in held)]
-    return steps, [float(np.mean([np.mean(returns[step]) for returns in held])) for step in steps]
-
-
-def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: float = 18.0) -> Figure:
-    """The five-seed section's figure: (a-c) each arm's seeds (thin; × where one stopped above ``target``) and
-    their mean (thick), the score window shaded; (d) each seed's score S and the arm's mean; (e) Δ of each
-    prediction with its 95% bootstrap interval and P(X > Y), once both of its arms have all five seeds."""
-    runs = arm_runs(runs_dir)
-    found = _measure_arms(runs, target)
+def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: float = 18.0,
+               predictions: Sequence[Prediction] = PREDICTIONS) -> Figure:
+    """The five-seed section's figure of ``predictions``' arms: (a-c) each arm's seeds (thin; × where one stopped
+    above ``target``) and their mean (thick), the score window shaded; (d) each seed's score S and the arm's mean;
+    (e) Δ of each prediction with its 95% bootstrap interval and P(X > Y), once both of its arms have all five
+    seeds."""
+    runs = arm_runs(runs_dir, predictions)
+    found = _measure_arms(runs, target, predictions)
     fig = plt.figure(figsize=(11, 7.6))
     grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
-    curves = [fig.add_subplot(grid[0, 2 * i:2 * i + 2]) for i in range(len(ARMS))]
+    curves = [fig.add_subplot(grid[0, 2 * i:2 * i + 2]) for i in range(len(runs))]
     for ax in curves[1:]:
         ax.sharex(curves[0])
         ax.sharey(curves[0])
         ax.tick_params(labelleft=False)
-    for i, (ax, arm) in enumerate(zip(curves, ARMS, strict=True)):
+    for i, (ax, arm) in enumerate(zip(curves, runs, strict=True)):
         _draw_arm(ax, runs[arm], f"C{i}", target)
         when = found[f"pass/{arm}"]  # first and last step, written once when they round alike
         notes = [] if when is None else ["at " + "-".join(dict.fromkeys(f"{step / 1e6:.1f}M" for step in when))]
@@ -161,7 +169,7 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs, found)
-    _draw_differences(fig.add_subplot(grid[1, 3:]), found)
+    _draw_differences(fig.add_subplot(grid[1, 3:]), found, predictions)
     fig.text(0.01, 0.01, "Thin: each seed; thick: their mean. Shaded: the steps that S averages (0 to "
              f"{SCORE_UNTIL / 1e6:.1f}M). Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; "
              "P: the share of seed pairs in which the first arm scores higher.", fontsize=8, va="bottom", ha="left",
@@ -178,7 +186,8 @@ def _draw_arm(ax: Axes, records: Sequence[RunRecord], color: str, target: float)
         if record.stopped_early():
             ax.plot(steps[-1], means[-1], "x", color=color, markersize=7, markeredgewidth=1.5)
     if records:
-        ax.plot(*seed_mean_curve(records), color=color, linewidth=2.2, label="mean of the seeds")
+        curve = algo_curve(records)
+        ax.plot(curve.steps, curve.means, color=color, linewidth=2.2, label="mean of the seeds")
     ax.axvspan(0, SCORE_UNTIL, color="0.5", alpha=0.08, linewidth=0)
     ax.axhline(target, color="0.3", linestyle=":", linewidth=0.8)
     label_steps(ax)
@@ -217,9 +226,9 @@ def _spread(ys: Sequence[float], gap: float) -> list[float]:
     return placed
 
 
-def _draw_differences(ax: Axes, found: dict[str, Any]) -> None:
-    for row, prediction in enumerate(PREDICTIONS):
-        y = len(PREDICTIONS) - 1 - row
+def _draw_differences(ax: Axes, found: dict[str, Any], predictions: Sequence[Prediction]) -> None:
+    for row, prediction in enumerate(predictions):
+        y = len(predictions) - 1 - row
         key = prediction.key
         if f"delta/{key}" not in found:
             ax.text(0.5, y, "waiting for all five seeds of both arms", ha="center", va="center", fontsize=8,
@@ -232,8 +241,8 @@ def _draw_differences(ax: Axes, found: dict[str, Any]) -> None:
         ax.annotate(f"P = {found[f'p/{key}']:.2f}; prediction {row + 1} {verdict}", (delta, y), xytext=(0, 9),
                     textcoords="offset points", ha="center", fontsize=8)
     ax.axvline(0, color="0.3", linewidth=0.8)
-    ax.set_yticks(range(len(PREDICTIONS)), [f"Δ({p.x}, {p.y})" for p in reversed(PREDICTIONS)])
-    ax.set_ylim(-0.6, len(PREDICTIONS) - 0.4)
+    ax.set_yticks(range(len(predictions)), [f"Δ({p.x}, {p.y})" for p in reversed(predictions)])
+    ax.set_ylim(-0.6, len(predictions) - 0.4)
     ax.set_xlabel("difference of mean scores S")
     ax.set_title("(e) the predictions: Δ with its 95% interval", fontsize=10)
     ax.grid(alpha=0.3, axis="x")

@@ -16,6 +16,7 @@ from typing import Any
 
 from rlhelpers.core.evaluation import mean_and_sem
 from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.runner.config import parse_run_name
 from rlhelpers.runner.files import HISTORY_FILE, METRICS_FILE
 from rlhelpers.runner.metrics_log import read_metrics
 
@@ -71,22 +72,19 @@ class RunRecord:
                    provenance=tuple(data.get("provenance") or []), wandb_run_id=data.get("wandb_run_id"))
 
     @property
-    def algo(self) -> str | None:
-        return self.config.get("algo")
-
-    @property
     def variant(self) -> str:
         """The run's variant, "" for none (and for runs saved before variants existed)."""
         return self.config.get("variant") or ""
 
     @property
-    def seed(self) -> int | None:
-        return self.config.get("seed")
-
-    @property
     def label(self) -> str:
         """What the run is a seed of: its algorithm, or ``<algo>-<variant>`` (its name without the seed)."""
-        return f"{self.algo}-{self.variant}" if self.variant else str(self.algo)
+        return parse_run_name(self.name)[0]
+
+    @property
+    def seed(self) -> int:
+        """The run's seed, from its name."""
+        return parse_run_name(self.name)[1]
 
     @property
     def last(self) -> Evaluation | None:
