@@ -4,7 +4,8 @@ Not part of ``rlhelpers``: a yardstick for ``bench.throughput``. gymnasium's ``A
 ``gym.make`` + ``AtariPreprocessing`` + ``FrameStackObservation`` envs (one process each), a
 forward pass per step to pick actions, per-env Python lists as the rollout buffer stacked at the
 end, a per-env Python loop for the n-step returns, then one A2C update with ``torch.optim.RMSprop``
-(a second forward pass over the whole rollout).
+(a second forward pass over the whole rollout). On a GPU (``device``) it moves each batch there as such a
+notebook does, and reads every value back as it is needed.
 
 It measures speed only; do not learn from it. It keeps gymnasium's default NEXT_STEP autoreset and
 stores the reset step after an episode end (last observation, ignored action, reward 0) as if it were
@@ -55,11 +56,11 @@ class ReferenceNet(nn.Module):
 class ReferenceA2C:
     """The straightforward learner: collect ``n_steps`` in every env, then one update."""
 
-    def __init__(self, env_id: str, n_envs: int, n_steps: int, seed: int = 0) -> None:
+    def __init__(self, env_id: str, n_envs: int, n_steps: int, seed: int = 0, device: str = "cpu") -> None:
         self.env = gym.vector.AsyncVectorEnv([lambda: make_env(env_id) for _ in range(n_envs)])
-        self.n_envs, self.n_steps, self.gamma = n_envs, n_steps, 0.99
+        self.n_envs, self.n_steps, self.gamma, self.device = n_envs, n_steps, 0.99, torch.device(device)
         torch.manual_seed(seed)
-        self.net = ReferenceNet(int(self.env.single_action_space.n))
+        self.net = ReferenceNet(int(self.env.single_action_space.n)).to(self.device)
         self.optimizer = torch.optim.RMSprop(self.net.parameters(), lr=7e-4, alpha=0.99, eps=1e-5)
         self.obs, _ = self.env.reset(seed=seed)
 
@@ -71,8 +72,8 @@ class ReferenceA2C:
         done_lists = [[] for _ in range(self.n_envs)]
         for _ in range(self.n_steps):
             with torch.no_grad():
-                logits, _ = self.net(torch.tensor(self.obs))
-            actions = torch.distributions.Categorical(logits=logits).sample().numpy()
+                logits, _ = self.net(torch.tensor(self.obs, device=self.device))
+            actions = torch.distributions.Categorical(logits=logits).sample().cpu().numpy()
             next_obs, rewards, terminated, truncated, _ = self.env.step(actions)
             for i in range(self.n_envs):
                 obs_lists[i].append(self.obs[i])
@@ -81,7 +82,7 @@ class ReferenceA2C:
                 done_lists[i].append(terminated[i] or truncated[i])
             self.obs = next_obs
         with torch.no_grad():
-            _, last_values = self.net(torch.tensor(self.obs))
+            _, last_values = self.net(torch.tensor(self.obs, device=self.device))
         returns = []
         for i in range(self.n_envs):
             running = float(last_values[i])
@@ -90,9 +91,9 @@ class ReferenceA2C:
                 running = reward_lists[i][t] + self.gamma * running * (1.0 - done_lists[i][t])
                 env_returns[t] = running
             returns.extend(env_returns)
-        obs = torch.tensor(np.array([o for env_obs in obs_lists for o in env_obs]))
-        actions = torch.tensor(np.array([a for env_actions in action_lists for a in env_actions]))
-        returns = torch.tensor(returns, dtype=torch.float32)
+        obs = torch.tensor(np.array([o for env_obs in obs_lists for o in env_obs]), device=self.device)
+        actions = torch.tensor(np.array([a for env_actions in action_lists for a in env_actions]), device=self.device)
+        returns = torch.tensor(returns, dtype=torch.float32, device=self.device)
         logits, values = self.net(obs)
         log_probs = F.log_softmax(logits, dim=-1)
         advantages = (returns - values).detach()

@@ -5,6 +5,7 @@ Run from the root of a git clone on an otherwise idle machine::
 
     python -m bench.throughput            # full run, about 15 minutes; writes bench/results.md
     python -m bench.throughput --quick    # smoke run in about a minute (figures not comparable)
+    python -m bench.throughput --device cuda   # the GPU table (bench/gpu.py); bash bench/gpu_check.sh runs it
 
 Every figure is environment steps per second (summed over the envs) of Pong with 16 envs and n_steps 5,
 after a warm-up, without evaluations. Each measurement runs in a fresh process; a row of two runs starts
@@ -84,13 +85,13 @@ def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
     import numpy as np
     import torch
 
-    n_envs, n_steps = spec["n_envs"], spec["n_steps"]
+    n_envs, n_steps, device_name = spec["n_envs"], spec["n_steps"], spec.get("device", "cpu")
     if spec.get("torch_threads"):
         torch.set_num_threads(spec["torch_threads"])
     if spec["kind"] == "random":
         from rlhelpers.core.envs import make_vec_env
 
-        env = make_vec_env(ENV_ID, n_envs)
+        env = make_vec_env(ENV_ID, n_envs, num_threads=spec.get("env_threads", 0))
         env.reset(seed=0)
         rng = np.random.default_rng(0)
         n_actions = int(env.single_action_space.n)
@@ -98,22 +99,40 @@ def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
     if spec["kind"] == "reference":
         from bench.reference import ReferenceA2C
 
-        return ReferenceA2C(ENV_ID, n_envs, n_steps).train_iteration, n_envs * n_steps
+        return ReferenceA2C(ENV_ID, n_envs, n_steps, device=device_name).train_iteration, n_envs * n_steps
+    from bench.variants import VARIANTS
     from rlhelpers.core.trainer import Trainer
     from rlhelpers.runner.config import TrainConfig, resolve_config
 
     config, device = resolve_config(TrainConfig(algo=spec["algo"], env_id=ENV_ID, n_envs=n_envs, n_steps=n_steps,
-                                                device="cpu", wandb_mode="disabled", **spec.get("options", {})))
-    trainer = Trainer(config, device)
+                                                device=device_name, wandb_mode="disabled", **spec.get("options", {})))
+    trainer = VARIANTS.get(spec.get("variant"), Trainer)(config, device)
     if spec.get("tiny"):  # the first trainer only tells the network's shape; its envs are closed, not left beside
         trainer.close()
         model = _tiny_model(trainer.n_actions, trainer.model.critic_head.out_features)
         trainer = Trainer(config, device, model=model)
+    if spec["kind"] == "evaluation":  # one step of a full evaluation's envs with the policy, as Trainer.evaluate
+        from rlhelpers.core.envs import make_vec_env
+        from rlhelpers.core.networks import sample_actions
+
+        trainer.close()
+        env = make_vec_env(ENV_ID, spec["n_eval_envs"], num_threads=config.env_threads)
+        obs = [env.reset(seed=0)[0]]
+
+        @torch.inference_mode()
+        def evaluation_step() -> None:
+            actions = sample_actions(trainer.model(torch.as_tensor(obs[0], device=device))[0])
+            obs[0] = env.step(actions.cpu().numpy())[0]
+
+        return evaluation_step, spec["n_eval_envs"]
     return trainer.train_iteration, n_envs * n_steps
 
 
 def child(spec: dict[str, Any]) -> None:
-    """One measurement: build, warm up, say ``ready``, wait for a line on stdin, then print steps/s as JSON."""
+    """One measurement: build, warm up, say ``ready``, wait for a line on stdin, then print steps/s as JSON.
+    ``cpus``, where given, is the number of cores the process and its threads are confined to (the first ones)."""
+    if spec.get("cpus"):
+        os.sched_setaffinity(0, range(spec["cpus"]))
     step, steps_per_call = _stepper(spec)
     for _ in range(spec["warmup"]):
         step()
@@ -134,7 +153,8 @@ def measure(row: Row, common: dict[str, Any], baseline_src: Path | None) -> floa
     for spec in row.children:
         env = dict(os.environ)
         src = baseline_src if spec.get("baseline") else ROOT
-        env["PYTHONPATH"] = os.pathsep.join([str(src), str(ROOT)])  # rlhelpers from src, bench from here
+        # rlhelpers from src, bench from here, the rest as this process finds it (gpu_check.sh: the carried wheels)
+        env["PYTHONPATH"] = os.pathsep.join([str(src), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
         env.update(spec.get("env", {}))
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "bench.throughput", "--child", json.dumps({**common, **spec})],
@@ -281,17 +301,32 @@ def extract(revision: str, into: Path) -> Path:
     return into
 
 
+def measure_all(table: list[Row], reps: int, common: dict[str, Any], baseline_src: Path | None) -> None:
+    """Every row's repetitions, the rows interleaved within each repetition."""
+    for rep in range(reps):
+        for row in table:
+            row.samples.append(measure(row, common, baseline_src))
+            print(f"  rep {rep + 1}/{reps}  {row.name:<70} {row.samples[-1]:8.0f} steps/s", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse options, measure every row, print the table and write it to ``--output``."""
     parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu: the CPU table; cuda: the GPU table (bench/gpu.py), Colab's shape and the whole "
+                             "machine, and the report runs' projected time (default cpu)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 2 envs, 1 short repetition (figures not comparable)")
+                        help="smoke run: 2 envs, 1 short repetition (figures not comparable); with --device cuda "
+                             "and no GPU, the GPU table's rows on the CPU")
     parser.add_argument("--reps", type=int, default=None, help="repetitions per row (default 3; 1 with --quick)")
     parser.add_argument("--seconds", type=float, default=None,
                         help="measured seconds per repetition (default 8; 0.2 with --quick)")
     parser.add_argument("--baseline", default=BASELINE, help=f"git revision of the baseline rows (default {BASELINE})")
-    parser.add_argument("--output", type=Path, default=Path(__file__).with_name("results.md"),
-                        help="markdown file for the table (default bench/results.md)")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="markdown file for the table (default bench/results.md; bench/gpu_results.md with "
+                             "--device cuda)")
+    parser.add_argument("--note", action="append", default=[],
+                        help="'what: figure', a first row of the GPU table (gpu_check.sh: the CUDA tests' result)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -301,20 +336,30 @@ def main(argv: list[str] | None = None) -> None:
     seconds = args.seconds or (0.2 if args.quick else 8.0)
     common = {"n_envs": 2 if args.quick else 16, "n_steps": 5, "warmup": 1 if args.quick else 5, "seconds": seconds}
     info = machine_info()
-    info["baseline"] = args.baseline
-    table = table_rows()
-    with tempfile.TemporaryDirectory() as tmp:
-        baseline_src = extract(args.baseline, Path(tmp))
-        for rep in range(reps):
-            for row in table:
-                row.samples.append(measure(row, common, baseline_src))
-                print(f"  rep {rep + 1}/{reps}  {row.name:<70} {row.samples[-1]:8.0f} steps/s", flush=True)
-    command = "python -m bench.throughput" + (" --quick" if args.quick else "")
-    report = render(table, info, command, reps, seconds)
+    command = "python -m bench.throughput" + (" --device cuda" if args.device == "cuda" else "") + \
+        (" --quick" if args.quick else "")
+    if args.device == "cuda":
+        import torch
+
+        from bench import gpu
+
+        if not (torch.cuda.is_available() or args.quick):
+            parser.error("--device cuda: torch sees no CUDA device here (--quick runs the rows on the CPU)")
+        common["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+        table = gpu.table_rows(args.quick)
+        measure_all(table, reps, common, None)
+        report = gpu.render(table, {**info, **gpu.machine_info()}, command, args.note, reps, seconds)
+    else:
+        info["baseline"] = args.baseline
+        table = table_rows()
+        with tempfile.TemporaryDirectory() as tmp:
+            measure_all(table, reps, common, extract(args.baseline, Path(tmp)))
+        report = render(table, info, command, reps, seconds)
     print()
     print(report)
-    args.output.write_text(report)
-    print(f"written to {args.output}")
+    output = args.output or Path(__file__).with_name("gpu_results.md" if args.device == "cuda" else "results.md")
+    output.write_text(report)
+    print(f"written to {output}")
 
 
 if __name__ == "__main__":

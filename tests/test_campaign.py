@@ -14,9 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from rlhelpers.cli import main
-from rlhelpers.runner.campaign import campaign_runs, run_campaign, run_status, status_table
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner import campaign
+from rlhelpers.runner.campaign import campaign_parallel, campaign_runs, run_campaign, run_status, status_table
 from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.files import CAMPAIGN_LOCK, LOCK_FILE, METRICS_FILE, TRAIN_LOG
@@ -65,14 +68,16 @@ def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:
     assert running.steps == 800 and running.steps_per_s == pytest.approx(100.0)
     assert running.eta_s == pytest.approx(200 / running.steps_per_s)
     finished = run_status(tmp_path / "a2c_seed-0")
-    assert finished.last_mean == 3.0 and finished.last_sem == pytest.approx(1.0) and finished.best_mean == 3.0
+    assert finished.last.mean == 3.0 and finished.last.sem == pytest.approx(1.0) and finished.best.mean == 3.0
     table = status_table(tmp_path).splitlines()
     assert len(table) == 7 and table[1].split()[:5] == ["a2c_seed-0", "1,000", "3.00", "±", "1.00"]
 
 
 def test_campaign_trains_all_runs_skips_finished_and_waits_for_held_ones(tmp_path: Path, live_pid: int,
-                                                                         capsys: pytest.CaptureFixture) -> None:
+                                                                         capsys: pytest.CaptureFixture,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that another live process holds is left alone while it is held, and trained once it is released."""
+    monkeypatch.setattr(campaign, "usable_cpus", lambda: 2)  # two runs on 2 cores: one torch thread each
     runs = tmp_path / "runs"
     held = runs / "a2c_seed-0" / LOCK_FILE
     hold_lock(held, live_pid)
@@ -169,6 +174,42 @@ def test_a_failing_run_fails_the_campaign_by_name(tmp_path: Path, capsys: pytest
     assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES[2:])
     assert err.startswith("failed: ") and sorted(err.split("; ")[0][len("failed: "):].split(", ")) == sorted(failing)
     assert "error: " in (runs / failing[0] / TRAIN_LOG).read_text()
+
+
+@pytest.mark.parametrize(("device", "n_runs", "cpus", "parallel", "expected"), [
+    ("cpu", 6, 2, None, (2, 1)),  # a 2-core CPU: two runs at once, one torch thread each
+    ("cpu", 6, 16, None, (6, 2)),  # a 16-core CPU: every run at once, the cores shared out
+    ("cpu", 1, 2, None, (1, 0)),  # one run alone keeps torch's default threads
+    ("cpu", 6, 4, 3, (3, 1)),  # a given --parallel is kept, and the threads follow it
+    ("cuda", 6, 2, None, (1, 0)),  # Colab: 2 cores, one GPU
+    ("cuda", 6, 16, None, (6, 0)),  # a 16-core workstation with one GPU
+    ("cuda", 6, 16, 2, (2, 0)),
+    ("mps", 6, 8, None, (4, 0)),
+])
+def test_the_runs_at_once_follow_the_resolved_device_and_the_usable_cores(
+        device: str, n_runs: int, cpus: int, parallel: int | None, expected: tuple[int, int]) -> None:
+    assert campaign_parallel(torch.device(device), n_runs, parallel, cpus=cpus) == expected
+
+
+def test_the_campaign_chooses_by_the_device_its_runs_use_not_by_whether_cuda_is_present(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a 16-core machine with a GPU, ``--device cpu`` trains its runs on the CPU cores (one per core, threads
+    shared out), and the default device trains several at once on the GPU; the usable cores are the process's
+    (its affinity mask), not the machine's. Nothing is trained: the campaign's choice is captured."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    chosen = []
+    monkeypatch.setattr(campaign, "run_campaign", lambda config, train_args, parallel, **kwargs: chosen.append(
+        (parallel, train_args[train_args.index("--torch-threads") + 1] if "--torch-threads" in train_args else None)))
+    options = dict(env_id="CartPole-v1", runs_dir=str(tmp_path), wandb_mode="disabled")
+    campaign.train_campaign({**options, "device": "cpu"})
+    campaign.train_campaign({**options, "device": "auto"})
+    campaign.train_campaign({**options, "device": "cpu", "torch_threads": 4})  # a given thread count is kept
+    assert chosen == [(6, "2"), (6, None), (6, "4")]
+    with pytest.raises(RLHelpersError, match="parallel must be a positive integer, got 0"):
+        campaign_parallel(torch.device("cpu"), 6, 0)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(("args", "error"), [(["--parallel", "0"], "parallel must be a positive integer, got 0"),

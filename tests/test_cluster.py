@@ -112,10 +112,11 @@ def test_an_interrupted_job_stops_its_training_which_checkpoints(tmp_path: Path)
     from rlhelpers.runner.cluster import TrainJob
 
     runs = tmp_path / "runs"
+    run = runs / "a2c_seed-0"
     job = TrainJob(CampaignRun("a2c", "", 0), str(runs), [*CARTPOLE_ARGS, "--total-timesteps", "10000000"])
 
     def interrupt_after_two_evaluations() -> None:
-        wait_for(lambda: last_step(job.run_path) >= 1000, "two evaluations")
+        wait_for(lambda: last_step(run) >= 1000, "two evaluations")
         os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt in the main thread, where the job waits
         with contextlib.suppress(AssertionError):  # a SIGINT that did not interrupt fails the test, not hangs it
             wait_for(lambda: job.process.poll() is not None, "the job to stop its training", timeout_s=120)
@@ -128,9 +129,9 @@ def test_an_interrupted_job_stops_its_training_which_checkpoints(tmp_path: Path)
         job()
     interrupter.join()
     assert job.process.poll() is not None  # the training ended with the job
-    assert not (job.run_path / "owner.json").exists()
-    assert "(stopped by SIGTERM)" in (job.run_path / TRAIN_LOG).read_text()
-    assert RunDirectory(job.run_path).load_latest_checkpoint()["num_timesteps"] >= 1000
+    assert not (run / "owner.json").exists()
+    assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
+    assert RunDirectory(run).load_latest_checkpoint()["num_timesteps"] >= 1000
 
 
 def test_a_job_at_its_time_limit_is_requeued_and_resumes(tmp_path: Path) -> None:

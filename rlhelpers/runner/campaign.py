@@ -30,18 +30,19 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from rlhelpers.core.envs import usable_cpus
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, parse_arm, resolve_config
 from rlhelpers.runner.console import progress_bar, say
 from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
-from rlhelpers.runner.records import RunRecord, read_run, run_dirs
+from rlhelpers.runner.records import Evaluation, RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock
 from rlhelpers.runner.stopping import StopRequest
 
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
 RUN_FIELDS = ("algo", "variant", "seed")  # set per run by the campaign
-
+WAIT_FOR_HOLDER = "waiting until it stops, then training it if it is unfinished"  # said of a run another process trains
 
 
 def campaign_runs(arms: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[CampaignRun]:
@@ -52,10 +53,21 @@ def campaign_runs(arms: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT
     return [CampaignRun(*parse_arm(arm), seed) for seed in seeds for arm in arms]
 
 
-def default_parallel() -> int:
-    """Runs trained at once: 1 on a GPU (one run fills it), 2 on a CPU (one run's env steps overlap
-    the other's network work)."""
-    return 1 if torch.cuda.is_available() else 2
+def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = None,
+                      cpus: int | None = None) -> tuple[int, int]:
+    """Runs trained at once and torch threads per run (0: the trainer's own choice) for ``n_runs`` runs on
+    ``device``, with ``cpus`` usable cores (default: this process's, ``usable_cpus``); a given ``parallel`` is kept.
+
+    On a CPU, one run per core, the cores shared out among the runs: two runs on 2 cores, one torch thread each,
+    train faster together than one run with both (bench/results.md). With a GPU (CUDA or MPS), one run per 2 cores,
+    each run's loop and emulator on its own cores while they share the GPU. The GPU rule is provisional until
+    measured: ``bench/gpu_check.sh`` measures the campaign's combined rate with K runs at once."""
+    if parallel is not None and parallel < 1:
+        raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
+    cpus = usable_cpus() if cpus is None else cpus
+    if parallel is None:
+        parallel = max(1, min(cpus if device.type == "cpu" else cpus // 2, n_runs))
+    return parallel, max(1, cpus // parallel) if device.type == "cpu" and parallel > 1 else 0
 
 
 @dataclass
@@ -65,9 +77,8 @@ class RunStatus:
     run_name: str
     steps: int
     total_timesteps: int | None
-    last_mean: float | None
-    last_sem: float | None
-    best_mean: float | None
+    last: Evaluation | None  # the newest evaluation
+    best: Evaluation | None  # the evaluation of the highest mean return
     steps_per_s: float | None
     state: str
     over: bool  # done: its budget spent, or stopped early above its stop return (``RunRecord.finished``)
@@ -84,8 +95,7 @@ def _recent_rate(metrics: list[dict[str, Any]]) -> float | None:
     """Environment steps per second over the last RATE_WINDOW_S of the latest session's records."""
     if len(metrics) < 2:
         return None
-    last = metrics[-1]
-    first = last
+    first = last = metrics[-1]
     for record in reversed(metrics[:-1]):
         if record["global_step"] >= first["global_step"] or last["time"] - record["time"] > RATE_WINDOW_S:
             break  # a step that goes back is the start of a resumed session
@@ -103,8 +113,6 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
     total = total_timesteps if total_timesteps is not None else record.config.get("total_timesteps")
     stop = stop_return if stop_return is not None else record.config.get("stop_return")
     steps = max([e.step for e in record.evaluations[-1:]] + [int(m["global_step"]) for m in metrics[-1:]] + [0])
-    last_mean, last_sem = (record.last.mean, record.last.sem) if record.last is not None else (None, None)
-    best_mean = record.best.mean if record.best is not None else None
     over = record.finished(total, stop)
     if path.is_dir() and RunLock(path).live_owner() is not None:
         state = "running"
@@ -116,15 +124,8 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
         state = "paused"
     else:
         state = "not started"
-    return RunStatus(path.name, steps, total, last_mean, last_sem, best_mean, _recent_rate(metrics), state,
+    return RunStatus(path.name, steps, total, record.last, record.best, _recent_rate(metrics), state,
                      over and state != "running")
-
-
-def _fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    hours, rest = divmod(int(seconds), 3600)
-    return f"{hours}h{rest // 60:02d}m"
 
 
 def status_table(runs_dir: str | Path) -> str:
@@ -133,39 +134,38 @@ def status_table(runs_dir: str | Path) -> str:
     names = [run.name for run in campaign_runs()]
     names += [path.name for path in run_dirs(runs_dir) if path.name not in names]
     width = max(15, *map(len, names))
-    header = f"{'run':<{width}} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"
-    lines = [header]
+    lines = [f"{'run':<{width}} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"]
     for name in names:
         s = run_status(Path(runs_dir) / name)
-        last = f"{s.last_mean:.2f} ± {s.last_sem:.2f}" if s.last_mean is not None else "-"
-        best = f"{s.best_mean:.2f}" if s.best_mean is not None else "-"
+        last = f"{s.last.mean:.2f} ± {s.last.sem:.2f}" if s.last is not None else "-"
+        best = f"{s.best.mean:.2f}" if s.best is not None else "-"
         rate = f"{s.steps_per_s:.0f}" if s.steps_per_s is not None and s.state == "running" else "-"
-        eta = _fmt_duration(s.eta_s)
+        eta = f"{int(s.eta_s) // 3600}h{int(s.eta_s) % 3600 // 60:02d}m" if s.eta_s is not None else "-"
         lines.append(f"{s.run_name:<{width}} {s.steps:>11,} {last:>14} {best:>7} {rate:>8} {eta:>7}  {s.state}")
     return "\n".join(lines)
 
 
-def _reap_ended(running: dict[CampaignRun, subprocess.Popen], runs_dir: Path,
-                stopping: bool) -> tuple[list[str], list[CampaignRun]]:
-    """Forget the runs whose process ended, saying how; returns those that failed (not counting a stop), and
-    those whose process failed because another live process holds the run now (to be waited for)."""
-    failed, held = [], []
+def _reap_ended(running: dict[CampaignRun, subprocess.Popen], runs_dir: Path, stopping: bool, failed: list[str],
+                queue: list[CampaignRun]) -> None:
+    """Forget the runs whose process ended, saying how. Add those that failed (not counting a stop) to ``failed``;
+    put those whose process failed because another live process holds the run now back at the front of
+    ``queue``, to be waited for."""
     for run, process in list(running.items()):
         if process.poll() is not None:
             del running[run]
-            log = runs_dir / run.name / TRAIN_LOG
-            say(f"{run.name}: ended with exit code {process.returncode} (log: {log})")
+            say(f"{run.name}: ended with exit code {process.returncode} (log: {runs_dir / run.name / TRAIN_LOG})")
             if process.returncode != 0 and not stopping:
                 if RunLock(runs_dir / run.name).live_owner() is not None:
-                    held.append(run)
+                    queue.insert(0, run)
                 else:
                     failed.append(run.name)
-    return failed, held
 
 
-def _next_run(queue: list[CampaignRun], config: TrainConfig, told: set[str]) -> CampaignRun | None:
-    """Take from ``queue`` the first run to start now. Runs that are over leave the queue; runs that another live
-    process trains stay in it, waited for (said once each)."""
+def _ready_runs(queue: list[CampaignRun], config: TrainConfig, told: set[str], held_note: str) -> list[CampaignRun]:
+    """Those of ``queue`` to start now, in order: neither over nor trained by another live process. Runs that are
+    over leave the queue, said once; each run that another live process trains is said once (``told``), with
+    ``held_note`` (what becomes of it)."""
+    ready = []
     for run in list(queue):
         path = Path(config.runs_dir) / run.name
         status = run_status(path, config.total_timesteps, config.stop_return)
@@ -173,28 +173,12 @@ def _next_run(queue: list[CampaignRun], config: TrainConfig, told: set[str]) -> 
             queue.remove(run)
             say(f"{run.name}: {status.state}, skipped")
         elif status.state != "running":
-            queue.remove(run)
-            return run
+            ready.append(run)
         elif run.name not in told and (owner := RunLock(path).live_owner()) is not None:
             told.add(run.name)
             say(f"{run.name}: trained by another process (host {owner.get('host')}, pid {owner.get('pid')}); "
-                 "waiting until it stops, then training it if it is unfinished")
-    return None
-
-
-def pending_runs(config: TrainConfig, runs: list[CampaignRun]) -> list[CampaignRun]:
-    """Those of ``runs`` that are neither finished nor trained by a live process, saying why each other one is
-    left alone."""
-    pending = []
-    for run in runs:
-        status = run_status(Path(config.runs_dir) / run.name, config.total_timesteps, config.stop_return)
-        if status.state == "running":
-            say(f"{status.run_name}: trained by another process, left alone")
-        elif status.over:
-            say(f"{status.run_name}: {status.state}, skipped")
-        else:
-            pending.append(run)
-    return pending
+                f"{held_note}")
+    return ready
 
 
 def _progress(config: TrainConfig, names: list[str]) -> tuple[int, int]:
@@ -254,8 +238,6 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
     Returns 0 when every run is over, 128 + the signal after SIGTERM (KeyboardInterrupt after Ctrl-C),
     else 1, naming the runs that failed or are not over.
     """
-    if parallel < 1:
-        raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
     runs_dir = Path(config.runs_dir).resolve()
     runs_dir.mkdir(parents=True, exist_ok=True)
     config = dataclasses.replace(config, runs_dir=str(runs_dir))
@@ -278,10 +260,10 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
     try:
         with StopRequest((signal.SIGTERM, signal.SIGINT)) as stop, _campaign_bar(config, names, show_progress) as bar:
             while (queue and not stop.requested) or running:
-                ended_failed, held = _reap_ended(running, runs_dir, stop.requested)
-                failed += ended_failed
-                queue[:0] = held
-                while not stop.requested and len(running) < parallel and (run := _next_run(queue, config, told)):
+                _reap_ended(running, runs_dir, stop.requested, failed, queue)
+                ready = [] if stop.requested else _ready_runs(queue, config, told, WAIT_FOR_HOLDER)
+                for run in ready[:parallel - len(running)]:
+                    queue.remove(run)
                     running[run] = start_training(run, runs_dir, train_args)
                     say(f"{run.name}: started (pid {running[run].pid})")
                 if stop.requested:  # the children checkpoint and exit on SIGTERM
@@ -313,20 +295,18 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, para
                    seeds: tuple[int, ...] = REPORT_SEEDS) -> int:
     """Train or resume every unfinished run of the arms ``algos`` (``task1``, or ``task1-pg1`` for a variant)
     with ``seeds`` (default: the report's, 0 and 100), seed by seed, with the shared ``options`` (``TrainConfig``
-    fields, ``check_options``): ``parallel`` at a time on this machine (default:
-    ``default_parallel()``), or with ``slurm`` (``cluster.submit_runs``' settings) as SLURM jobs.
+    fields, ``check_options``): ``parallel`` at a time on this machine (default and torch threads per run:
+    ``campaign_parallel``), or with ``slurm`` (``cluster.submit_runs``' settings) as SLURM jobs, ``parallel`` of
+    them running at once (default: as many as SLURM allows).
 
     The options are checked for every run before anything starts (``check_options``). Returns ``run_campaign``'s
     exit code, or 0 once the runs are submitted to SLURM.
     """
-    if parallel is not None and parallel < 1:
-        raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
     runs = campaign_runs(tuple(algos), tuple(seeds))
     options, config, device = check_options(options, runs)
-    if slurm is None:
-        parallel = parallel if parallel is not None else default_parallel()
-        if parallel > 1 and device.type == "cpu":
-            options.setdefault("torch_threads", 1)  # two runs on one CPU: each run's own thread (bench/results.md)
+    runs_at_once, torch_threads = campaign_parallel(device, len(runs), parallel)
+    if slurm is None and torch_threads:
+        options.setdefault("torch_threads", torch_threads)
     # The children get the runs directory as an absolute path.
     train_args = [part for name, value in options.items() if name != "runs_dir"
                   for part in (f"--{name.replace('_', '-')}", str(value))]
@@ -336,6 +316,7 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, para
         except ImportError as exc:
             raise RLHelpersError(f"submitting to SLURM needs submitit, which is not installed ({exc}): "
                                  'pip install -e ".[cluster]"') from exc
-        submit_runs(config, train_args, pending_runs(config, runs), parallel=parallel, **slurm)
+        submit_runs(config, train_args, _ready_runs(list(runs), config, set(), "left alone"), parallel=parallel,
+                    **slurm)
         return 0
-    return run_campaign(config, train_args, parallel, runs=runs, show_progress=show_progress)
+    return run_campaign(config, train_args, runs_at_once, runs=runs, show_progress=show_progress)

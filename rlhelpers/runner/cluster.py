@@ -33,10 +33,6 @@ class TrainJob(submitit.helpers.Checkpointable):
         self.run, self.runs_dir, self.train_args = run, runs_dir, train_args
         self.process: subprocess.Popen | None = None
 
-    @property
-    def run_path(self) -> Path:
-        return Path(self.runs_dir) / self.run.name
-
     def __call__(self) -> int:
         self.process = start_training(self.run, Path(self.runs_dir), self.train_args)
         # Polled, not wait()ed: ``checkpoint`` runs in a signal handler and must be able to wait for the process
@@ -47,7 +43,8 @@ class TrainJob(submitit.helpers.Checkpointable):
         finally:  # a cancelled job (SIGINT in submitit's local jobs) stops its run
             self._stop_run()
         if code != 0:
-            raise RLHelpersError(f"{self.run_path.name} ended with exit code {code}: see {self.run_path / TRAIN_LOG}")
+            raise RLHelpersError(f"{self.run.name} ended with exit code {code}: see "
+                                 f"{Path(self.runs_dir) / self.run.name / TRAIN_LOG}")
         return code
 
     def _stop_run(self) -> None:
@@ -58,8 +55,7 @@ class TrainJob(submitit.helpers.Checkpointable):
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
         """Time limit or preemption: stop the training, then requeue a fresh job."""
         self._stop_run()
-        return submitit.helpers.DelayedSubmission(
-            TrainJob(self.run, self.runs_dir, self.train_args))
+        return submitit.helpers.DelayedSubmission(TrainJob(self.run, self.runs_dir, self.train_args))
 
 
 def submit_runs(config: TrainConfig, train_args: list[str], runs: list[CampaignRun], partition: str | None = None,

@@ -114,12 +114,14 @@ def project_link(entity: str | None, project: str) -> str:
 def init_run(project: str, entity: str | None, name: str, run_id: str, config: dict[str, Any],
              mode: str) -> Any:
     """Create or resume the W&B run ``run_id`` with ``global_step`` as the x axis of every metric; raise
-    ``RLHelpersError`` when W&B refuses it."""
+    ``RLHelpersError`` when W&B refuses it. W&B itself stays silent (no banner, sync hints or run summary, which
+    fill a notebook cell around the progress bar, with terminal colour codes) and leaves stdout and stderr
+    alone: the caller says where the run is."""
     import wandb  # here, not at the top: the key and mode functions above serve every command, wandb loads slowly
 
     try:
         run = wandb.init(project=project, entity=entity, name=name, id=run_id, resume="allow", config=config,
-                         mode=mode)
+                         mode=mode, settings=wandb.Settings(silent=True, console="off"))
     except wandb.errors.Error as exc:
         raise RLHelpersError(f"W&B refused run {run_id} of {name}: {exc}") from exc
     run.define_metric("global_step")
@@ -144,11 +146,9 @@ def logged_keys(entity: str | None, project: str, run_id: str) -> dict[int, set[
         n_rows = (last_step if last_step is not None else -1) + 1
         scan = run.scan_history
         # Newer wandb versions cache histories on disk; a cached copy would miss what was logged since.
-        rows = scan(use_cache=False) if "use_cache" in inspect.signature(scan).parameters else scan()
+        rows = list(scan(use_cache=False) if "use_cache" in inspect.signature(scan).parameters else scan())
         present: dict[int, set[str]] = {}
-        seen = 0
         for row in rows:
-            seen += 1
             if row.get("global_step") is not None:
                 keys = {k for k, v in row.items() if v is not None and not k.startswith("_") and k != "global_step"}
                 present.setdefault(int(row["global_step"]), set()).update(keys)
@@ -156,33 +156,42 @@ def logged_keys(entity: str | None, project: str, run_id: str) -> dict[int, set[
         if isinstance(getattr(exc, "exc", None), ValueError):  # wandb's "could not find run"
             return {}
         raise RLHelpersError(f"cannot read W&B run {path} back: {exc}; nothing was logged, try again") from exc
-    if seen < n_rows:
-        raise RLHelpersError(f"W&B returned {seen} of the {n_rows} rows of run {path}; nothing was logged, so that "
-                             "no row is logged twice; try again in a few minutes")
+    if len(rows) < n_rows:
+        raise RLHelpersError(f"W&B returned {len(rows)} of the {n_rows} rows of run {path}; nothing was logged, so "
+                             "that no row is logged twice; try again in a few minutes")
     return present
 
 
 class Tracker:
     """The W&B run ``name`` (``<algo>_seed-<seed>``), resumed under its stored id; every record also goes to the
     run's local ``metrics_log``. ``config`` is the run's config as saved (``TrainConfig.to_dict()``), its
-    ``wandb_mode`` as ``resolve_config`` settled it; ``runs_dir`` is named in the notice of an offline run."""
+    ``wandb_mode`` as ``resolve_config`` settled it; with ``disabled`` W&B is not even loaded.
+
+    It says in one line where the run is (``runs_dir/name``) and where W&B keeps it: the run's web address, or
+    offline W&B's own folder (what ``wandb sync`` uploads) and how to publish the run later."""
 
     def __init__(self, name: str, run_id: str, config: dict[str, Any], runs_dir: str, metrics_log: MetricsLog) -> None:
         self.metrics_log = metrics_log
-        if config["wandb_mode"] == "offline" and not has_wandb_key():
-            print(upload_notice("offline", runs_dir), file=sys.stderr)
-        self.run = init_run(config["wandb_project"], config["wandb_entity"], name, run_id, config, config["wandb_mode"])
+        self.mode = config["wandb_mode"]
+        self.run = None if self.mode == "disabled" else init_run(
+            config["wandb_project"], config["wandb_entity"], name, run_id, config, self.mode)
+        where = self.url if self.mode == "online" else "disabled" if self.run is None else (
+            f"OFFLINE{'' if has_wandb_key() else ' (no API key found)'}, nothing is uploaded now; its files: "
+            f"{Path(self.run.dir).parent}; to publish later: `{publish_command(runs_dir)}`")
+        print(f"{name}: {Path(runs_dir, name)}; W&B: {where}", file=sys.stderr)
 
     @property
     def url(self) -> str | None:
         """Web address of the run (None offline or disabled)."""
-        return getattr(self.run, "url", None) or None
+        return self.run.url if self.mode == "online" else None
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         """Log ``metrics`` at environment step ``step`` (to W&B and to the local metrics log)."""
         self.metrics_log.append(metrics, step)
-        self.run.log({**metrics, "global_step": step})
+        if self.run is not None:
+            self.run.log({**metrics, "global_step": step})
 
     def finish(self, exit_code: int = 0) -> None:
         """Close the W&B run; a non-zero ``exit_code`` marks this session as failed."""
-        self.run.finish(exit_code=exit_code)
+        if self.run is not None:
+            self.run.finish(exit_code=exit_code)

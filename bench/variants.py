@@ -1,0 +1,54 @@
+"""Ways to run the trainer on a GPU that the package does not take until measurements justify them.
+
+Each is a subclass of ``Trainer`` that changes one thing and keeps what is computed; ``bench.throughput``
+measures them beside the package's own trainer (``python -m bench.throughput --device cuda``). Not part of
+``rlhelpers``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlhelpers.core.trainer import Trainer
+
+
+class PinnedUploads(Trainer):
+    """Frames reach the GPU from page-locked memory without blocking: each group's next observations are copied
+    into that group's pinned buffer, then uploaded asynchronously. A buffer is written again only after the GPU
+    has read it: the actions drawn from it are copied back to the CPU, which waits for the GPU, before the
+    group's next step is received."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.staging: dict[int, torch.Tensor] = {}  # a pinned buffer per env group, by its first env
+        super().__init__(*args, **kwargs)
+
+    def _store_step(self, t: int, envs: slice, next_obs: np.ndarray, *step: Any) -> torch.Tensor:
+        if self.device.type != "cuda":  # nothing to upload (a smoke run on the CPU)
+            return super()._store_step(t, envs, next_obs, *step)
+        frames = torch.from_numpy(next_obs)
+        if envs.start not in self.staging:
+            self.staging[envs.start] = torch.empty_like(frames).pin_memory()
+        self.staging[envs.start].copy_(frames)
+        # The trainer turns what it is given into a tensor on its device: a tensor there already is used as it is.
+        return super()._store_step(t, envs, self.staging[envs.start].to(self.device, non_blocking=True), *step)
+
+
+class Reforward(Trainer):
+    """The acting passes keep no autograd graph; the update runs the whole network again over the rollout's
+    stored observations, in one batch (the package instead back-propagates through the acting passes' trunks,
+    which pays on a CPU: docs/throughput.md)."""
+
+    def collect_rollout(self) -> None:
+        with torch.no_grad():
+            super().collect_rollout()
+
+    def update(self) -> dict[str, float]:
+        # The rollout's observations, step after step and env after env: the order of the acting passes' trunks.
+        self.acting_trunks = [self.model.encoder.trunk(self.buffer.observations.flatten(0, 1))]
+        return super().update()
+
+
+VARIANTS: dict[str, type[Trainer]] = {"pinned": PinnedUploads, "reforward": Reforward}
