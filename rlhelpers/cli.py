@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     campaign.add_argument("--seeds", nargs="+", type=_whole_number, default=list(REPORT_SEEDS), metavar="SEED",
                           help=f"train these seeds of each (default: the report's, {' '.join(map(str, REPORT_SEEDS))})")
     campaign.add_argument("--parallel", type=_whole_number, default=None,
-                          help="runs trained at once (default: 2 on a CPU-only machine, 1 with a GPU)")
+                          help="runs trained at once (default: one per usable core on a CPU, one per 2 cores with a "
+                               "GPU; docs/throughput.md)")
     slurm = campaign.add_argument_group("a cluster (docs/cluster.md; needs the cluster extra: submitit)")
     slurm.add_argument("--cluster", choices=("slurm", "local"), default=None,
                        help="submit each unfinished run as a job of a SLURM job array (slurm), or as submitit's "

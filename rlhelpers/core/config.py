@@ -76,8 +76,8 @@ class AgentConfig:
     n_eval_episodes: int = option(30, "complete episodes per evaluation")
     n_eval_envs: int = option(30, "parallel evaluation environments (at most n_eval_episodes are used)")
     device: str = option("auto", "torch device: auto (CUDA when present), cpu, cuda, mps")
-    torch_threads: int = option(0, "CPU threads for torch; 0: torch's default, 1 with a GPU or in a campaign whose "
-                                "runs share a CPU (1 helps on a busy machine)")
+    torch_threads: int = option(0, "CPU threads for torch; 0: torch's default, 1 with a GPU, and in a campaign whose "
+                                "runs share a CPU each run's share of its cores (1 on 2 cores)")
     env_threads: int = option(0, "threads of each ALE vector env; 0: min(envs, CPUs this process may use)")
     env_groups: int = option(0, "training envs stepped as this many groups, the network choosing one group's "
                              "actions while the others step (ALE envs); 0: 2 with a GPU, else 1 (all envs step "
