@@ -180,8 +180,7 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
     per_sample = {"all_action": state_var, "sampled": state_var + per_state_action_var}
     return {
         **_gradient_signal(mean_g, state_var, n, params, per_sample, batch_size),
-        "per_state": {"all_action": 0.0, "sampled": per_state_action_var},
-        "state_variance": state_var,
+        "per_state": {"sampled": per_state_action_var},  # the all-action gradient is exact given the state
         "per_sample": per_sample,
         "sampled_over_all_action_batch": _ratio(per_sample["sampled"], per_sample["all_action"]),
         "expectation_identity_max_relative_error": identity_error,
@@ -242,12 +241,6 @@ def advantage_scale(model: ActorCritic, algo: str, batch: Batch) -> dict[str, fl
     return {"advantage_rms": float(advantage_sq.mean().sqrt()), "critic_rms_error": float(error.square().mean().sqrt())}
 
 
-def parameter_group(name: str) -> str:
-    """``policy_head``, ``critic_head`` or ``encoder``: the part of the network a parameter belongs to."""
-    head = name.split(".", 1)[0]
-    return head if head in ("policy_head", "critic_head") else "encoder"
-
-
 def optimizer_regime(model: ActorCritic, optimizer_state: dict[str, Any], eps: float) -> dict[str, Any]:
     """Per parameter group of ``model`` (encoder, policy head, critic head), from an RMSprop state dict: how
     many parameters there are, the share whose running mean square v lies below ``eps``, and the median sqrt(v).
@@ -261,8 +254,9 @@ def optimizer_regime(model: ActorCritic, optimizer_state: dict[str, Any], eps: f
     indices = [index for group in optimizer_state["param_groups"] for index in group["params"]]
     square_avgs: dict[str, list[torch.Tensor]] = {}
     for index, name in zip(indices, names, strict=True):
+        head = name.split(".", 1)[0]  # the part of the network the parameter belongs to
         if index in optimizer_state["state"]:
-            square_avgs.setdefault(parameter_group(name), []).append(
+            square_avgs.setdefault(head if head in ("policy_head", "critic_head") else "encoder", []).append(
                 optimizer_state["state"][index]["square_avg"].flatten().double())
     groups = {}
     for group, values in square_avgs.items():
