@@ -228,12 +228,16 @@ def check(claims: Iterable[Claim], measured: dict[str, Any]) -> list[tuple[str, 
     return rows
 
 
-def markdown_table(title: str | None, header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
-    """A Markdown table under a bold ``title``; the columns at the indices ``left`` are left-aligned, the others
+def markdown_table(title: str | None, rows: list[dict[str, str]], left: tuple[int, ...] = (0,), empty: str = "") -> str:
+    """A Markdown table of ``rows`` (column -> cell, the columns those of the first row) under a bold ``title``,
+    or ``empty`` when there are no rows; the columns at the indices ``left`` are left-aligned, the others
     (numbers) right-aligned."""
+    if not rows:
+        return empty
+    header = list(rows[0])
     left_columns = {i % len(header) for i in left}
     align = ["---" if i in left_columns else "---:" for i in range(len(header))]
-    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row)} |" for row in rows]
+    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row.values())} |" for row in rows]
     return (f"**{title}**\n\n" if title else "") + "\n".join(lines)
 
 
@@ -246,6 +250,6 @@ def verdict_markdown(rows: list[tuple[str, str, str, bool]]) -> str:
 
 def claims_markdown(rows: list[tuple[str, str, str, bool]]) -> str:
     """The claims check as a Markdown table: each figure as the text gives it, as measured, and whether it holds."""
-    return markdown_table(None, ["claim", "in the text", "measured", "holds"],
-                          [[says, figure, now, "yes" if holds else "**no**"] for says, figure, now, holds in rows],
+    return markdown_table(None, [{"claim": says, "in the text": figure, "measured": now,
+                                  "holds": "yes" if holds else "**no**"} for says, figure, now, holds in rows],
                           left=(0, 1, 2, 3))
