@@ -158,8 +158,7 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
     ``a2c_estimator_variance``. For the batch mean, treating the B states as independent: these over B.
     """
     params = actor_parameters(model)
-    sum_g = None
-    sum_sq_g = action_var = identity_error = 0.0
+    sum_g = sum_sq_g = action_var = identity_error = 0.0
     for obs in batch.obs:
         logits, q_values = model(obs.unsqueeze(0))
         log_probs = torch.log_softmax(logits, dim=-1)[0]
@@ -171,7 +170,7 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
         mixture = sum(p * g for p, g in zip(probs, sampled, strict=True))
         identity_error = max(identity_error, float((mixture - all_action).norm() / all_action.norm().clamp_min(1e-30)))
         action_var += float(sum(p * (g - all_action).square().sum() for p, g in zip(probs, sampled, strict=True)))
-        sum_g = all_action.double() if sum_g is None else sum_g + all_action.double()
+        sum_g = sum_g + all_action.double()
         sum_sq_g += float(all_action.double().square().sum())
     n = len(batch.obs)
     mean_g = sum_g / n
