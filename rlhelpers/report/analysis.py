@@ -133,9 +133,9 @@ def actor_gradient(model: ActorCritic, algo: str, batch: Batch) -> torch.Tensor:
 def task_gradient_agreement(model: ActorCritic, batch: Batch) -> dict[str, Any]:
     """task1's actor gradient, of -mean_s sum_a pi(a|s) sg[Q(s,a)], against task2's, of
     -mean_s sum_a pi(a|s) sg[Q(s,a) - V~(s)], on the same states and weights, in float32 and float64: their
-    cosine and relative difference. The two are equal in exact arithmetic because sum_a grad pi(a|s) = 0."""
-    result: dict[str, Any] = {"n_states": len(batch.actions),
-                              "n_parameters": sum(p.numel() for p in actor_parameters(model))}
+    cosine and relative difference. The two are equal in exact arithmetic because sum_a grad pi(a|s) = 0. (The
+    counts of states and parameters are those of ``estimator_variance``, measured beside it.)"""
+    result = {}
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
         typed = copy.deepcopy(model).to(dtype)
         a, b = (actor_gradient(typed, algo, batch).double() for algo in ("task1", "task2"))
