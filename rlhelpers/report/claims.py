@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import permutations
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,7 @@ def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
         seed_means[lab] = [float(np.mean([np.mean(r) for r in held_returns(record, steps).values()]))
                            for record in runs[lab]]
         found.update({f"seed/{r.name}": m for r, m in zip(runs[lab], seed_means[lab], strict=True)})
-    for a in curves:
-        for b in curves:
-            if a != b:
-                found[f"below/{a}/{b}"] = max(seed_means[a]) < min(seed_means[b])
+    found.update({f"below/{a}/{b}": max(seed_means[a]) < min(seed_means[b]) for a, b in permutations(curves, 2)})
     return found
 
 
