@@ -220,15 +220,14 @@ def _draw_series(ax: Axes, analysis: dict[str, Any], value: Callable[[dict[str, 
                  style: str = "-", suffix: str = "") -> None:
     """One line per report run (variants left out): ``value(entry)`` of its trained snapshots (step 0 left
     out), where defined, against their steps; the colour of its algorithm, a marker per seed."""
-    series: dict[str, tuple[list[int], list[float]]] = {}
+    series: dict[str, list[tuple[int, float]]] = {}
     for entry in sorted(analysis.get("snapshots", {}).values(), key=lambda e: (e["run"], e["step"])):
         measured = value(entry) if entry["step"] > 0 and parse_run_name(entry["run"])[0] in ALGOS else None
         if measured is not None:
-            steps, values = series.setdefault(entry["run"], ([], []))
-            steps.append(entry["step"])
-            values.append(measured)
-    for run, (steps, values) in series.items():
+            series.setdefault(entry["run"], []).append((entry["step"], measured))
+    for run, points in series.items():
         algo, seed = parse_run_name(run)
+        steps, values = zip(*points, strict=True)
         ax.plot(steps, values, style, marker=_seed_style(seed, SEED_MARKERS, "x"), color=f"C{ALGOS.index(algo)}",
                 label=run + suffix)
 
