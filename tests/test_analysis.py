@@ -446,12 +446,14 @@ def test_optimizer_regime_counts_parameters_below_epsilon() -> None:
     for name, p in model.named_parameters():
         optimizer.state[p]["square_avg"].fill_(1e-6 if name.startswith("policy_head.") else 4.0)
     optimizer.state[model.policy_head.bias]["square_avg"][0] = 1.0  # one of the head's parameters above eps
-    regime = optimizer_regime(model, optimizer.state_dict(), eps=1e-5)
+    checkpoint = {"config": TrainConfig(algo="task1", rms_eps=1e-5).to_dict(), "model": model.state_dict(),
+                  "optimizer": optimizer.state_dict(), "num_timesteps": 640}
+    regime = optimizer_regime(checkpoint)
     head = regime["groups"]["policy_head"]
     assert head["n_parameters"] == 8 * 3 + 3
     assert head["below_eps_share"] == pytest.approx(26 / 27) and head["median_rms"] == pytest.approx(1e-3)
     assert regime["groups"]["encoder"]["below_eps_share"] == 0.0 and regime["groups"]["encoder"]["median_rms"] == 2.0
-    assert regime["eps"] == 1e-5
+    assert regime["eps"] == 1e-5 and regime["step"] == 640
 
 
 def test_the_committed_analysis_is_kept_by_the_current_method() -> None:

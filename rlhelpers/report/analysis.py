@@ -240,19 +240,21 @@ def advantage_scale(model: ActorCritic, algo: str, batch: Batch) -> dict[str, fl
     return {"advantage_rms": float(advantage_sq.mean().sqrt()), "critic_rms_error": float(error.square().mean().sqrt())}
 
 
-def optimizer_regime(model: ActorCritic, optimizer_state: dict[str, Any], eps: float) -> dict[str, Any]:
-    """Per parameter group of ``model`` (encoder, policy head, critic head), from an RMSprop state dict: how
-    many parameters there are, the share whose running mean square v lies below ``eps``, and the median sqrt(v).
+def optimizer_regime(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """Per parameter group (encoder, policy head, critic head), from a training checkpoint's RMSprop state: how
+    many parameters there are, the share whose running mean square v lies below the run's ``eps``, and the median
+    sqrt(v); with the checkpoint's step and that eps.
 
     TF-style RMSprop steps by lr g / sqrt(v + eps), v the running mean square of the parameter's gradient.
     Where v is far below eps, the step is plain gradient descent at rate lr / sqrt(eps), proportional to the
     gradient, so a loss term's weight and its advantage's size set how far the parameter moves; where v is
     far above eps, RMSprop divides the gradient's size away.
     """
-    names = [name for name, _ in model.named_parameters()]
+    eps = TrainConfig.from_dict(checkpoint["config"]).rms_eps
+    optimizer_state = checkpoint["optimizer"]
     indices = [index for group in optimizer_state["param_groups"] for index in group["params"]]
     square_avgs: dict[str, list[torch.Tensor]] = {}
-    for index, name in zip(indices, names, strict=True):
+    for index, name in zip(indices, checkpoint["model"], strict=True):  # the parameters, in the optimizer's order
         head = name.split(".", 1)[0]  # the part of the network the parameter belongs to
         if index in optimizer_state["state"]:
             square_avgs.setdefault(head if head in ("policy_head", "critic_head") else "encoder", []).append(
@@ -262,7 +264,7 @@ def optimizer_regime(model: ActorCritic, optimizer_state: dict[str, Any], eps: f
         v = torch.cat(values)
         groups[group] = {"n_parameters": v.numel(), "below_eps_share": float((v < eps).double().mean()),
                          "median_rms": float(v.median().sqrt())}
-    return {"eps": eps, "groups": groups}
+    return {"step": int(checkpoint["num_timesteps"]), "eps": eps, "groups": groups}
 
 
 # ---------------------------------------------------------------- the command: every run's snapshots
@@ -368,12 +370,10 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
     results["snapshots"] = dict(sorted(results["snapshots"].items(),
                                        key=lambda item: (item[1]["run"], item[1]["step"])))
     regimes = dict(results["optimizer_regime"])  # those of runs without a checkpoint here stay as they were
-    for run, snapshots in local.items():
-        state = RunDirectory(runs_dir / run).load_latest_checkpoint()
-        if state is not None:  # the last snapshot for the parameter groups; v is the checkpoint's
-            model, config, _ = load_model(snapshots[stages[run][-1]])
-            regimes[run] = {"step": int(state["num_timesteps"]),
-                            **optimizer_regime(model, state["optimizer"], config.rms_eps)}
+    for run in local:
+        checkpoint = RunDirectory(runs_dir / run).load_latest_checkpoint()
+        if checkpoint is not None:
+            regimes[run] = optimizer_regime(checkpoint)
     results["optimizer_regime"] = dict(sorted(regimes.items()))
     return results
 
