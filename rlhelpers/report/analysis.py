@@ -24,6 +24,7 @@ import importlib.metadata
 import json
 import math
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,9 +70,8 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
         TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0,
                                "wandb_mode": "disabled"}))
     burn_in_rollouts, gap_rollouts = (math.ceil(steps / config.n_steps) for steps in (burn_in_steps, gap_steps))
-    trainer = Trainer(replay_config, device, model=copy.deepcopy(model))
-    try:
-        obs, actions, returns = [], [], []
+    obs, actions, returns = [], [], []
+    with closing(Trainer(replay_config, device, model=copy.deepcopy(model))) as trainer:
         for i in range(n_rollouts):
             with torch.inference_mode():  # no update follows: the rollouts need no autograd graph
                 for _ in range(burn_in_rollouts if i == 0 else gap_rollouts):
@@ -81,8 +81,6 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
             returns.append(trainer.buffer.returns(last_values, config.gamma).flatten())
             obs.append(trainer.buffer.observations.flatten(0, 1).clone())
             actions.append(trainer.buffer.actions.flatten().clone())
-    finally:
-        trainer.close()
     return Batch(torch.cat(obs), torch.cat(actions), torch.cat(returns))
 
 
