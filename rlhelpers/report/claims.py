@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import permutations
+from itertools import permutations, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -85,17 +85,14 @@ def history_divergence(first: RunRecord, second: RunRecord) -> dict[str, Any]:
     the standard error of that gap, sqrt(se_1^2 + se_2^2)."""
     a, b = first.returns_at, second.returns_at
     common = sorted(set(a) & set(b))
-    last_identical = None
-    for step in common:
-        if a[step] != b[step]:
-            break
-        last_identical = step
+    identical = list(takewhile(lambda step: a[step] == b[step], common))  # the common steps before they part
     gap, gap_sem = {}, {}
-    for step in (s for s in common if last_identical is None or s > last_identical):
+    for step in common[len(identical):]:
         (mean_a, sem_a), (mean_b, sem_b) = mean_and_sem(a[step]), mean_and_sem(b[step])
         gap[step], gap_sem[step] = abs(mean_a - mean_b), math.hypot(sem_a, sem_b)
-    return {"last_identical_step": last_identical, "identical_steps": sum(a[s] == b[s] for s in common),
-            "common_steps": len(common), "mean_gap": gap, "gap_sem": gap_sem}
+    return {"last_identical_step": identical[-1] if identical else None,
+            "identical_steps": sum(a[s] == b[s] for s in common), "common_steps": len(common), "mean_gap": gap,
+            "gap_sem": gap_sem}
 
 
 def pair_divergences(records: dict[str, RunRecord], pairs: Iterable[tuple[str, ...]]) -> dict[str, dict[str, Any]]:
