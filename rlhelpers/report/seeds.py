@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -214,10 +215,7 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
 
 def _spread(ys: Sequence[float], gap: float) -> list[float]:
     """Positions for labels of the ascending ``ys``: each at its value, or ``gap`` above the one below."""
-    placed: list[float] = []
-    for y in ys:
-        placed.append(y if not placed else max(y, placed[-1] + gap))
-    return placed
+    return list(accumulate(ys, lambda below, y: max(y, below + gap)))
 
 
 def _draw_differences(ax: Axes, found: dict[str, Any], predictions: Sequence[Prediction]) -> None:
