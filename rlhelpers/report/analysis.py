@@ -367,12 +367,10 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
             on_measured({**results, "snapshots": {**reusable, **results["snapshots"]}})
     results["snapshots"] = dict(sorted(results["snapshots"].items(),
                                        key=lambda item: (item[1]["run"], item[1]["step"])))
-    regimes = dict(results["optimizer_regime"])  # those of runs without a checkpoint here stay as they were
-    for run in local:
-        checkpoint = RunDirectory(runs_dir / run).load_latest_checkpoint()
-        if checkpoint is not None:
-            regimes[run] = optimizer_regime(checkpoint)
-    results["optimizer_regime"] = dict(sorted(regimes.items()))
+    regimes = {run: optimizer_regime(checkpoint) for run in local
+               if (checkpoint := RunDirectory(runs_dir / run).load_latest_checkpoint()) is not None}
+    # over the earlier ones: those of runs without a checkpoint here stay as they were
+    results["optimizer_regime"] = dict(sorted({**results["optimizer_regime"], **regimes}.items()))
     return results
 
 
