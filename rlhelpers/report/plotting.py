@@ -108,8 +108,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
         if not runs:
             continue
         curve = algo_curve(runs)
-        seeds = [r.seed for r in runs]
-        seed_text = ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+        seed_text = ("seed " if len(runs) == 1 else "seeds ") + ", ".join(str(r.seed) for r in runs)
         line, = ax.plot(curve.steps, curve.means, style, marker="o", markersize=3,
                         label=f"{label} ({seed_text})")
         ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=line.get_color(),
