@@ -130,8 +130,8 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
     return fig, missing
 
 
-def draw_seeds(ax: Axes, runs: Iterable[RunRecord], color: str, style: str = "-", alpha: float = 0.6,
-               cross: tuple[float, float] = (9, 2)) -> bool:
+def draw_seeds(ax: Axes, runs: Iterable[RunRecord], color: str, style: str, alpha: float,
+               cross: tuple[float, float]) -> bool:
     """Each run's evaluation means as a thin line, and × (``cross``: its size and line width) on the last of
     each run that stopped early; whether any did."""
     stopped = False

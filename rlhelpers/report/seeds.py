@@ -179,7 +179,7 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
 
 
 def _draw_arm(ax: Axes, records: Sequence[RunRecord], color: str, target: float) -> None:
-    draw_seeds(ax, records, color, alpha=0.55, cross=(7, 1.5))
+    draw_seeds(ax, records, color, "-", alpha=0.55, cross=(7, 1.5))
     if records:
         curve = algo_curve(records)
         ax.plot(curve.steps, curve.means, color=color, linewidth=2.2, label="mean of the seeds")
