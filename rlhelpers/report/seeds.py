@@ -133,10 +133,8 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
         found.update({f"score/{r.name}": seed_score(r) for r in records})
         scores[arm] = [found[f"score/{r.name}"] for r in records if found[f"score/{r.name}"] is not None]
         passes = [step for step in (r.first_step_above(target) for r in records) if step is not None]
-        found[f"scored/{arm}"] = len(scores[arm])
-        found[f"passed/{arm}"] = len(passes)
-        found[f"pass/{arm}"] = span(passes)
-        found[f"training/{arm}"] = sum(not r.finished() for r in records)
+        found.update({f"scored/{arm}": len(scores[arm]), f"passed/{arm}": len(passes), f"pass/{arm}": span(passes),
+                      f"training/{arm}": sum(not r.finished() for r in records)})
     for prediction in predictions:
         if all(len(scores[arm]) == len(FIVE_SEEDS) for arm in (prediction.x, prediction.y)):
             result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
