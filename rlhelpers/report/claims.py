@@ -131,8 +131,7 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
         "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
         "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
         "variance_ratio": span(v["sampled_over_all_action_batch"] for v in variance),
-        **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a in ABLATION_ARMS for b in ABLATION_ARMS
-           if a != b},
+        **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a, b in permutations(ABLATION_ARMS, 2)},
         **{f"advantage/{label}": span(s["advantage_scale"]["advantage_rms"] for lab, _, s in trained if lab == label)
            for label in {label for label, _, _ in trained}},
         "error_over_spread": span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
