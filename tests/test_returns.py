@@ -2,7 +2,18 @@
 
 import torch
 
-from rlhelpers.core.buffer import RolloutBuffer, n_step_returns
+from rlhelpers.core.buffer import RolloutBuffer
+
+
+def n_step_returns(rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
+                   truncation_values: torch.Tensor, last_values: torch.Tensor, gamma: float) -> torch.Tensor:
+    """The returns of a buffer holding this (n_steps, n_envs) rollout."""
+    buffer = RolloutBuffer(*rewards.shape, (1,), torch.uint8, torch.device("cpu"))
+    buffer.rewards.copy_(rewards)
+    buffer.terminated.copy_(terminated)
+    buffer.truncated.copy_(truncated)
+    buffer.truncation_values.copy_(truncation_values)
+    return buffer.returns(last_values, gamma)
 
 
 def test_n_step_returns_hand_computed() -> None:

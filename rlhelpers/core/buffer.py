@@ -5,31 +5,6 @@ from __future__ import annotations
 import torch
 
 
-def n_step_returns(
-    rewards: torch.Tensor,
-    terminated: torch.Tensor,
-    truncated: torch.Tensor,
-    truncation_values: torch.Tensor,
-    last_values: torch.Tensor,
-    gamma: float,
-) -> torch.Tensor:
-    """n-step returns R_t, computed backwards over a (n_steps, n_envs) rollout.
-
-    R_t = r_t + gamma * 0              if the episode terminated at t (a real end: nothing follows),
-    R_t = r_t + gamma * V(s_final)     if it was truncated at t (a timeout: the critic stands in for
-                                       the rest of the episode; ``truncation_values`` holds V(s_final)),
-    R_t = r_t + gamma * R_{t+1}        otherwise, with R_n = ``last_values`` = V(s_n) after the rollout.
-    """
-    returns = torch.empty_like(rewards)
-    next_return = last_values
-    for t in reversed(range(rewards.shape[0])):
-        continuation = torch.where(truncated[t], truncation_values[t], next_return)
-        continuation = torch.where(terminated[t], torch.zeros_like(continuation), continuation)
-        next_return = rewards[t] + gamma * continuation
-        returns[t] = next_return
-    return returns
-
-
 class RolloutBuffer:
     """Preallocated tensors for one rollout; observations keep their env dtype (uint8 for Atari)."""
 
@@ -50,6 +25,18 @@ class RolloutBuffer:
         self.truncation_values = torch.zeros(shape, device=device)
 
     def returns(self, last_values: torch.Tensor, gamma: float) -> torch.Tensor:
-        """n-step returns of the stored rollout, bootstrapped from ``last_values`` = V(s_n)."""
-        return n_step_returns(self.rewards, self.terminated, self.truncated, self.truncation_values,
-                              last_values, gamma)
+        """n-step returns R_t of the stored rollout, computed backwards over its (n_steps, n_envs) steps.
+
+        R_t = r_t + gamma * 0              if the episode terminated at t (a real end: nothing follows),
+        R_t = r_t + gamma * V(s_final)     if it was truncated at t (a timeout: the critic stands in for
+                                           the rest of the episode; ``truncation_values`` holds V(s_final)),
+        R_t = r_t + gamma * R_{t+1}        otherwise, with R_n = ``last_values`` = V(s_n) after the rollout.
+        """
+        returns = torch.empty_like(self.rewards)
+        next_return = last_values
+        for t in reversed(range(self.rewards.shape[0])):
+            continuation = torch.where(self.truncated[t], self.truncation_values[t], next_return)
+            continuation = torch.where(self.terminated[t], torch.zeros_like(continuation), continuation)
+            next_return = self.rewards[t] + gamma * continuation
+            returns[t] = next_return
+        return returns

@@ -40,12 +40,10 @@ def evaluate_policy(
     """
     targets = episode_targets(n_episodes, env.num_envs)
     counts = np.zeros(env.num_envs, dtype=np.int64)
-    returns: list[float] = []
-    lengths: list[int] = []
+    returns, lengths = [], []
     obs, _ = env.reset(seed=seed)
     while (counts < targets).any():
-        logits, _ = model(torch.as_tensor(obs, device=device))
-        actions = sample_actions(logits)
+        actions = sample_actions(model(torch.as_tensor(obs, device=device))[0])
         obs, _, _, _, info = env.step(actions.cpu().numpy())
         if "episode" in info:
             for i in np.flatnonzero(info["_episode"]):

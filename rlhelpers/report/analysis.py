@@ -24,6 +24,7 @@ import importlib.metadata
 import json
 import math
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,9 +70,8 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
         TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0,
                                "wandb_mode": "disabled"}))
     burn_in_rollouts, gap_rollouts = (math.ceil(steps / config.n_steps) for steps in (burn_in_steps, gap_steps))
-    trainer = Trainer(replay_config, device, model=copy.deepcopy(model))
-    try:
-        obs, actions, returns = [], [], []
+    obs, actions, returns = [], [], []
+    with closing(Trainer(replay_config, device, model=copy.deepcopy(model))) as trainer:
         for i in range(n_rollouts):
             with torch.inference_mode():  # no update follows: the rollouts need no autograd graph
                 for _ in range(burn_in_rollouts if i == 0 else gap_rollouts):
@@ -81,8 +81,6 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
             returns.append(trainer.buffer.returns(last_values, config.gamma).flatten())
             obs.append(trainer.buffer.observations.flatten(0, 1).clone())
             actions.append(trainer.buffer.actions.flatten().clone())
-    finally:
-        trainer.close()
     return Batch(torch.cat(obs), torch.cat(actions), torch.cat(returns))
 
 
@@ -133,9 +131,9 @@ def actor_gradient(model: ActorCritic, algo: str, batch: Batch) -> torch.Tensor:
 def task_gradient_agreement(model: ActorCritic, batch: Batch) -> dict[str, Any]:
     """task1's actor gradient, of -mean_s sum_a pi(a|s) sg[Q(s,a)], against task2's, of
     -mean_s sum_a pi(a|s) sg[Q(s,a) - V~(s)], on the same states and weights, in float32 and float64: their
-    cosine and relative difference. The two are equal in exact arithmetic because sum_a grad pi(a|s) = 0."""
-    result: dict[str, Any] = {"n_states": len(batch.actions),
-                              "n_parameters": sum(p.numel() for p in actor_parameters(model))}
+    cosine and relative difference. The two are equal in exact arithmetic because sum_a grad pi(a|s) = 0. (The
+    counts of states and parameters are those of ``estimator_variance``, measured beside it.)"""
+    result = {}
     for name, dtype in (("float32", torch.float32), ("float64", torch.float64)):
         typed = copy.deepcopy(model).to(dtype)
         a, b = (actor_gradient(typed, algo, batch).double() for algo in ("task1", "task2"))
@@ -158,8 +156,7 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
     ``a2c_estimator_variance``. For the batch mean, treating the B states as independent: these over B.
     """
     params = actor_parameters(model)
-    sum_g = None
-    sum_sq_g = action_var = identity_error = 0.0
+    sum_g = sum_sq_g = action_var = identity_error = 0.0
     for obs in batch.obs:
         logits, q_values = model(obs.unsqueeze(0))
         log_probs = torch.log_softmax(logits, dim=-1)[0]
@@ -171,7 +168,7 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
         mixture = sum(p * g for p, g in zip(probs, sampled, strict=True))
         identity_error = max(identity_error, float((mixture - all_action).norm() / all_action.norm().clamp_min(1e-30)))
         action_var += float(sum(p * (g - all_action).square().sum() for p, g in zip(probs, sampled, strict=True)))
-        sum_g = all_action.double() if sum_g is None else sum_g + all_action.double()
+        sum_g = sum_g + all_action.double()
         sum_sq_g += float(all_action.double().square().sum())
     n = len(batch.obs)
     mean_g = sum_g / n
@@ -180,8 +177,7 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
     per_sample = {"all_action": state_var, "sampled": state_var + per_state_action_var}
     return {
         **_gradient_signal(mean_g, state_var, n, params, per_sample, batch_size),
-        "per_state": {"all_action": 0.0, "sampled": per_state_action_var},
-        "state_variance": state_var,
+        "per_state": {"sampled": per_state_action_var},  # the all-action gradient is exact given the state
         "per_sample": per_sample,
         "sampled_over_all_action_batch": _ratio(per_sample["sampled"], per_sample["all_action"]),
         "expectation_identity_max_relative_error": identity_error,
@@ -242,34 +238,31 @@ def advantage_scale(model: ActorCritic, algo: str, batch: Batch) -> dict[str, fl
     return {"advantage_rms": float(advantage_sq.mean().sqrt()), "critic_rms_error": float(error.square().mean().sqrt())}
 
 
-def parameter_group(name: str) -> str:
-    """``policy_head``, ``critic_head`` or ``encoder``: the part of the network a parameter belongs to."""
-    head = name.split(".", 1)[0]
-    return head if head in ("policy_head", "critic_head") else "encoder"
-
-
-def optimizer_regime(model: ActorCritic, optimizer_state: dict[str, Any], eps: float) -> dict[str, Any]:
-    """Per parameter group of ``model`` (encoder, policy head, critic head), from an RMSprop state dict: how
-    many parameters there are, the share whose running mean square v lies below ``eps``, and the median sqrt(v).
+def optimizer_regime(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """Per parameter group (encoder, policy head, critic head), from a training checkpoint's RMSprop state: how
+    many parameters there are, the share whose running mean square v lies below the run's ``eps``, and the median
+    sqrt(v); with the checkpoint's step and that eps.
 
     TF-style RMSprop steps by lr g / sqrt(v + eps), v the running mean square of the parameter's gradient.
     Where v is far below eps, the step is plain gradient descent at rate lr / sqrt(eps), proportional to the
     gradient, so a loss term's weight and its advantage's size set how far the parameter moves; where v is
     far above eps, RMSprop divides the gradient's size away.
     """
-    names = [name for name, _ in model.named_parameters()]
+    eps = TrainConfig.from_dict(checkpoint["config"]).rms_eps
+    optimizer_state = checkpoint["optimizer"]
     indices = [index for group in optimizer_state["param_groups"] for index in group["params"]]
     square_avgs: dict[str, list[torch.Tensor]] = {}
-    for index, name in zip(indices, names, strict=True):
+    for index, name in zip(indices, checkpoint["model"], strict=True):  # the parameters, in the optimizer's order
+        head = name.split(".", 1)[0]  # the part of the network the parameter belongs to
         if index in optimizer_state["state"]:
-            square_avgs.setdefault(parameter_group(name), []).append(
+            square_avgs.setdefault(head if head in ("policy_head", "critic_head") else "encoder", []).append(
                 optimizer_state["state"][index]["square_avg"].flatten().double())
     groups = {}
     for group, values in square_avgs.items():
         v = torch.cat(values)
         groups[group] = {"n_parameters": v.numel(), "below_eps_share": float((v < eps).double().mean()),
                          "median_rms": float(v.median().sqrt())}
-    return {"eps": eps, "groups": groups}
+    return {"step": int(checkpoint["num_timesteps"]), "eps": eps, "groups": groups}
 
 
 # ---------------------------------------------------------------- the command: every run's snapshots
@@ -374,14 +367,10 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
             on_measured({**results, "snapshots": {**reusable, **results["snapshots"]}})
     results["snapshots"] = dict(sorted(results["snapshots"].items(),
                                        key=lambda item: (item[1]["run"], item[1]["step"])))
-    regimes = dict(results["optimizer_regime"])  # those of runs without a checkpoint here stay as they were
-    for run, snapshots in local.items():
-        state = RunDirectory(runs_dir / run).load_latest_checkpoint()
-        if state is not None:  # the last snapshot for the parameter groups; v is the checkpoint's
-            model, config, _ = load_model(snapshots[stages[run][-1]])
-            regimes[run] = {"step": int(state["num_timesteps"]),
-                            **optimizer_regime(model, state["optimizer"], config.rms_eps)}
-    results["optimizer_regime"] = dict(sorted(regimes.items()))
+    regimes = {run: optimizer_regime(checkpoint) for run in local
+               if (checkpoint := RunDirectory(runs_dir / run).load_latest_checkpoint()) is not None}
+    # over the earlier ones: those of runs without a checkpoint here stay as they were
+    results["optimizer_regime"] = dict(sorted({**results["optimizer_regime"], **regimes}.items()))
     return results
 
 

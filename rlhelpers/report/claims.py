@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import permutations, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,7 @@ def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
         seed_means[lab] = [float(np.mean([np.mean(r) for r in held_returns(record, steps).values()]))
                            for record in runs[lab]]
         found.update({f"seed/{r.name}": m for r, m in zip(runs[lab], seed_means[lab], strict=True)})
-    for a in curves:
-        for b in curves:
-            if a != b:
-                found[f"below/{a}/{b}"] = max(seed_means[a]) < min(seed_means[b])
+    found.update({f"below/{a}/{b}": max(seed_means[a]) < min(seed_means[b]) for a, b in permutations(curves, 2)})
     return found
 
 
@@ -87,17 +85,14 @@ def history_divergence(first: RunRecord, second: RunRecord) -> dict[str, Any]:
     the standard error of that gap, sqrt(se_1^2 + se_2^2)."""
     a, b = first.returns_at, second.returns_at
     common = sorted(set(a) & set(b))
-    last_identical = None
-    for step in common:
-        if a[step] != b[step]:
-            break
-        last_identical = step
+    identical = list(takewhile(lambda step: a[step] == b[step], common))  # the common steps before they part
     gap, gap_sem = {}, {}
-    for step in (s for s in common if last_identical is None or s > last_identical):
+    for step in common[len(identical):]:
         (mean_a, sem_a), (mean_b, sem_b) = mean_and_sem(a[step]), mean_and_sem(b[step])
         gap[step], gap_sem[step] = abs(mean_a - mean_b), math.hypot(sem_a, sem_b)
-    return {"last_identical_step": last_identical, "identical_steps": sum(a[s] == b[s] for s in common),
-            "common_steps": len(common), "mean_gap": gap, "gap_sem": gap_sem}
+    return {"last_identical_step": identical[-1] if identical else None,
+            "identical_steps": sum(a[s] == b[s] for s in common), "common_steps": len(common), "mean_gap": gap,
+            "gap_sem": gap_sem}
 
 
 def pair_divergences(records: dict[str, RunRecord], pairs: Iterable[tuple[str, ...]]) -> dict[str, dict[str, Any]]:
@@ -136,8 +131,7 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
         "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
         "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
         "variance_ratio": span(v["sampled_over_all_action_batch"] for v in variance),
-        **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a in ABLATION_ARMS for b in ABLATION_ARMS
-           if a != b},
+        **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a, b in permutations(ABLATION_ARMS, 2)},
         **{f"advantage/{label}": span(s["advantage_scale"]["advantage_rms"] for lab, _, s in trained if lab == label)
            for label in {label for label, _, _ in trained}},
         "error_over_spread": span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
@@ -228,12 +222,16 @@ def check(claims: Iterable[Claim], measured: dict[str, Any]) -> list[tuple[str, 
     return rows
 
 
-def markdown_table(title: str | None, header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
-    """A Markdown table under a bold ``title``; the columns at the indices ``left`` are left-aligned, the others
+def markdown_table(title: str | None, rows: list[dict[str, str]], left: tuple[int, ...] = (0,), empty: str = "") -> str:
+    """A Markdown table of ``rows`` (column -> cell, the columns those of the first row) under a bold ``title``,
+    or ``empty`` when there are no rows; the columns at the indices ``left`` are left-aligned, the others
     (numbers) right-aligned."""
+    if not rows:
+        return empty
+    header = list(rows[0])
     left_columns = {i % len(header) for i in left}
     align = ["---" if i in left_columns else "---:" for i in range(len(header))]
-    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row)} |" for row in rows]
+    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row.values())} |" for row in rows]
     return (f"**{title}**\n\n" if title else "") + "\n".join(lines)
 
 
@@ -246,6 +244,6 @@ def verdict_markdown(rows: list[tuple[str, str, str, bool]]) -> str:
 
 def claims_markdown(rows: list[tuple[str, str, str, bool]]) -> str:
     """The claims check as a Markdown table: each figure as the text gives it, as measured, and whether it holds."""
-    return markdown_table(None, ["claim", "in the text", "measured", "holds"],
-                          [[says, figure, now, "yes" if holds else "**no**"] for says, figure, now, holds in rows],
+    return markdown_table(None, [{"claim": says, "in the text": figure, "measured": now,
+                                  "holds": "yes" if holds else "**no**"} for says, figure, now, holds in rows],
                           left=(0, 1, 2, 3))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -91,14 +92,10 @@ def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0,
         raise RLHelpersError(f"episodes must be a positive integer, got {episodes!r}")
     run = RunDirectory(run_dir)
     model, config, step = load_policy(run.path / POLICY_FILE)
-    env = make_vec_env(config.env_id, min(config.n_eval_envs, episodes))
-    bar = tqdm(total=episodes, desc="episodes", unit="episode", disable=not show_progress)
-    try:
+    with (closing(make_vec_env(config.env_id, min(config.n_eval_envs, episodes))) as env,
+          tqdm(total=episodes, desc="episodes", unit="episode", disable=not show_progress) as bar):
         returns, _ = evaluate_policy(model, env, episodes, REPLAY_SEED_OFFSET + seed, torch.device("cpu"),
                                      on_episode=bar.update)
-    finally:
-        bar.close()
-        env.close()
     last = (read_run(run.path) or RunRecord(run.path.name)).last
     last_mean, last_sem = (last.mean, last.sem) if last is not None else (None, None)
     return Rescore(returns, *mean_and_sem(returns), last_mean, last_sem, step, seed)
@@ -144,9 +141,8 @@ def record_video(run_dir: str | Path, path: str | Path, seed: int = 0, scale: in
     time); the score counts the points each side won. Raises, and deletes the file, if it exceeds 2 MB.
     """
     model, config, _ = load_policy(Path(run_dir) / POLICY_FILE)
-    env = make_vec_env(config.env_id, 1)
     frames, score, total = [], [0, 0], 0.0
-    try:
+    with closing(make_vec_env(config.env_id, 1)) as env:
         obs, _ = env.reset(seed=REPLAY_SEED_OFFSET + seed)
         for step in range(max_steps):
             if step % 2 == 0:
@@ -160,8 +156,6 @@ def record_video(run_dir: str | Path, path: str | Path, seed: int = 0, scale: in
             if terminated[0] or truncated[0]:
                 frames.append(_frame(info["final_obs"][0], (score[0], score[1]), scale))
                 break
-    finally:
-        env.close()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     iio.imwrite(path, np.stack(frames), extension=".gif", duration=66, loop=0)

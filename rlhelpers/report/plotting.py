@@ -108,20 +108,12 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
         if not runs:
             continue
         curve = algo_curve(runs)
-        seeds = [r.seed for r in runs]
-        seed_text = ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+        seed_text = ("seed " if len(runs) == 1 else "seeds ") + ", ".join(str(r.seed) for r in runs)
         line, = ax.plot(curve.steps, curve.means, style, marker="o", markersize=3,
                         label=f"{label} ({seed_text})")
-        color = line.get_color()
-        ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=color, alpha=0.25)
-        for run in runs:
-            steps = [e.step for e in run.evaluations]
-            means = [e.mean for e in run.evaluations]
-            ax.plot(steps, means, style, color=color, linewidth=0.7, alpha=0.6, label=f"_{run.name}")
-            if run.name in curve.stopped:
-                any_stopped = True
-                ax.plot(steps[-1], means[-1], "x", color=color, markersize=9, markeredgewidth=2,
-                        label=f"_{run.name} stopped")
+        ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=line.get_color(),
+                        alpha=0.25)
+        any_stopped |= draw_seeds(ax, runs, line.get_color(), style, alpha=0.6, cross=(9, 2))
     label_steps(ax)
     ax.set_ylabel("evaluation return (mean ± 1 s.e.)")
     ax.set_title(f"{', '.join(envs) or 'no runs found'}: stochastic-policy evaluation")
@@ -132,16 +124,34 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
     if any_stopped:
         caption += ("\n× marks a seed that exceeded its stop return and stopped; its last evaluation is held "
                     "at later steps.")
-    fig.text(0.01, 0.01, caption, fontsize=8, va="bottom", ha="left", wrap=True)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    save_figure(fig, out, dpi=120)
+    save_figure(fig, out, dpi=120, caption=caption, bottom=0.06)
     names = {r.name for r in records}
     missing = [name for name in expected_runs(tuple(labels)) if name not in names]
     return fig, missing
 
 
-def save_figure(fig: Figure, out: str | Path | None, dpi: int = 110) -> None:
-    """Save ``fig`` to ``out`` (its format from the suffix), creating the folder; nothing when ``out`` is None."""
+def draw_seeds(ax: Axes, runs: Iterable[RunRecord], color: str, style: str, alpha: float,
+               cross: tuple[float, float]) -> bool:
+    """Each run's evaluation means as a thin line, and × (``cross``: its size and line width) on the last of
+    each run that stopped early; whether any did."""
+    stopped = False
+    for run in runs:
+        steps, means = [e.step for e in run.evaluations], [e.mean for e in run.evaluations]
+        ax.plot(steps, means, style, color=color, linewidth=0.7, alpha=alpha, label=f"_{run.name}")
+        if run.stopped_early():
+            stopped = True
+            ax.plot(steps[-1], means[-1], "x", color=color, markersize=cross[0], markeredgewidth=cross[1],
+                    label=f"_{run.name} stopped")
+    return stopped
+
+
+def save_figure(fig: Figure, out: str | Path | None, dpi: int = 110, caption: str | None = None,
+                bottom: float = 0.0) -> None:
+    """Lay ``fig`` out above ``bottom`` (a share of its height), with ``caption`` in small print below, and
+    save it to ``out`` (its format from the suffix), creating the folder; not saved when ``out`` is None."""
+    if caption is not None:
+        fig.text(0.01, 0.01, caption, fontsize=8, va="bottom", ha="left", wrap=True)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, dpi=dpi)
@@ -197,7 +207,6 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels
         label_steps(ax)
     if axes[0, 0].lines:
         axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
     save_figure(fig, out)
     return fig
 
@@ -210,15 +219,14 @@ def _draw_series(ax: Axes, analysis: dict[str, Any], value: Callable[[dict[str, 
                  style: str = "-", suffix: str = "") -> None:
     """One line per report run (variants left out): ``value(entry)`` of its trained snapshots (step 0 left
     out), where defined, against their steps; the colour of its algorithm, a marker per seed."""
-    series: dict[str, tuple[list[int], list[float]]] = {}
+    series: dict[str, list[tuple[int, float]]] = {}
     for entry in sorted(analysis.get("snapshots", {}).values(), key=lambda e: (e["run"], e["step"])):
         measured = value(entry) if entry["step"] > 0 and parse_run_name(entry["run"])[0] in ALGOS else None
         if measured is not None:
-            steps, values = series.setdefault(entry["run"], ([], []))
-            steps.append(entry["step"])
-            values.append(measured)
-    for run, (steps, values) in series.items():
+            series.setdefault(entry["run"], []).append((entry["step"], measured))
+    for run, points in series.items():
         algo, seed = parse_run_name(run)
+        steps, values = zip(*points, strict=True)
         ax.plot(steps, values, style, marker=_seed_style(seed, SEED_MARKERS, "x"), color=f"C{ALGOS.index(algo)}",
                 label=run + suffix)
 
@@ -257,6 +265,5 @@ def plot_mechanism(analysis: dict[str, Any], out: str | Path | None = None) -> F
         label_steps(ax)
     handles = {line.get_label().split(" ")[0]: line for line in head.lines}
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=6, fontsize=8)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    save_figure(fig, out)
+    save_figure(fig, out, bottom=0.05)
     return fig

@@ -35,25 +35,21 @@ def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] = REPORT_SEEDS) 
 def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_entity: str | None = None) -> str:
     """The results table as Markdown (renders in the notebook and in the HTML export), under a title naming
     the environment once; ``wandb_entity`` builds W&B links for runs saved without an entity."""
-    if not records:
-        return "_No run with an evaluation found._"
-    levels = (*MILESTONES, threshold)
     envs = sorted({r.config.get("env_id", "unknown") for r in records})
     table = []
     for r in records:
         last, best, seconds = r.last, r.best, r.last.train_seconds
         run_id = r.wandb_run_id or ""
         url = run_url(r.config.get("wandb_entity") or wandb_entity, r.config.get("wandb_project", ""), run_id)
-        table.append([r.name, f"{last.step:,}",
-                      f"{seconds / 3600:.1f}" if seconds is not None else "not recorded",
-                      f"{last.mean:.2f} ± {last.sem:.2f} ({len(last.returns)})",
-                      f"{best.mean:.2f} ± {best.sem:.2f} ({best.step:,})",
-                      *(_step_or(r.first_step_above(level), "not reached") for level in levels),
-                      f"[{run_id}]({url})" if url else f"`{run_id}`"])
-    return markdown_table(f"Runs on {', '.join(f'`{env}`' for env in envs)}",
-                          ["run", "steps", "hours", "last eval return ± s.e. (episodes)",
-                           "best eval return ± s.e. (step)", *(f"first step > {level:g}" for level in levels), "W&B"],
-                          table, left=(0, -1))
+        table.append({"run": r.name, "steps": f"{last.step:,}",
+                      "hours": f"{seconds / 3600:.1f}" if seconds is not None else "not recorded",
+                      "last eval return ± s.e. (episodes)": f"{last.mean:.2f} ± {last.sem:.2f} ({len(last.returns)})",
+                      "best eval return ± s.e. (step)": f"{best.mean:.2f} ± {best.sem:.2f} ({best.step:,})",
+                      **{f"first step > {level:g}": _step_or(r.first_step_above(level), "not reached")
+                         for level in (*MILESTONES, threshold)},
+                      "W&B": f"[{run_id}]({url})" if url else f"`{run_id}`"})
+    return markdown_table(f"Runs on {', '.join(f'`{env}`' for env in envs)}", table, left=(0, -1),
+                          empty="_No run with an evaluation found._")
 
 
 def _step_or(step: int | None, missing: str) -> str:
@@ -67,14 +63,12 @@ def divergence_markdown(runs_dir: str | Path) -> str:
     for pair, d in pair_divergences({r.name: r for r in read_runs(runs_dir)}, (*TASK_PAIRS, *SEED_PAIRS)).items():
         gaps, sems = list(d["mean_gap"].values()), list(d["gap_sem"].values())  # at the same steps
         after = [f"{np.mean(gaps):.2f}", f"{max(gaps):.2f}", f"{np.mean(sems):.2f}"] if gaps else ["n/a"] * 3
-        table.append([pair, _step_or(d["last_identical_step"], "never"),
-                      f"{d['identical_steps']} / {d['common_steps']}", *after])
-    if not table:
-        return "_No pair of runs to compare yet: each needs both runs' evaluation histories._"
+        table.append({"pair": pair, "identical up to step": _step_or(d["last_identical_step"], "never"),
+                      "identical / common evaluations": f"{d['identical_steps']} / {d['common_steps']}",
+                      **dict(zip(("mean gap after", "largest gap after", "mean s.e. of the gap"), after, strict=True))})
     return markdown_table("Where evaluation histories part: the last step up to which both runs' evaluations are "
-                          "identical, then the gap between their mean returns at the common later steps",
-                          ["pair", "identical up to step", "identical / common evaluations", "mean gap after",
-                           "largest gap after", "mean s.e. of the gap"], table)
+                          "identical, then the gap between their mean returns at the common later steps", table,
+                          empty="_No pair of runs to compare yet: each needs both runs' evaluation histories._")
 
 
 # ---------------------------------------------------------------- measured facts and the agent on screen
@@ -123,11 +117,10 @@ def rescore_markdown(runs_dir: str | Path, records: list[RunRecord]) -> str:
             continue
         verdict = {True: "yes", False: "**no**", None: "n/a"}[rescore.consistent]
         last = "n/a" if rescore.last_mean is None else f"{rescore.last_mean:.2f} ± {rescore.last_sem:.2f}"
-        table.append([record.name, f"{rescore.step:,}", f"{rescore.mean:.2f} ± {rescore.sem:.2f}",
-                      str(len(rescore.returns)), last, verdict])
-    if not table:
-        return ("*No re-score of a committed policy yet: `python -m rlhelpers evaluate <runs_dir>/<run> "
-                "--export --episodes 30` writes one, with the policy.pt it re-scores.*")
+        table.append({"run": record.name, "policy step": f"{rescore.step:,}",
+                      "re-score": f"{rescore.mean:.2f} ± {rescore.sem:.2f}", "episodes": str(len(rescore.returns)),
+                      "last evaluation": last, "within": verdict})
     return markdown_table("The committed float16 policies re-scored on fresh seeds, beside each run's last evaluation "
-                          "(within: the two means differ by at most 1.96 standard errors of their difference)",
-                          ["run", "policy step", "re-score", "episodes", "last evaluation", "within"], table)
+                          "(within: the two means differ by at most 1.96 standard errors of their difference)", table,
+                          empty="*No re-score of a committed policy yet: `python -m rlhelpers evaluate "
+                          "<runs_dir>/<run> --export --episodes 30` writes one, with the policy.pt it re-scores.*")

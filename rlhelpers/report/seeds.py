@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlhelpers.report.plotting import algo_curve, held_returns, label_steps, runs_by_label, save_figure
+from rlhelpers.report.plotting import algo_curve, draw_seeds, held_returns, label_steps, runs_by_label, save_figure
 from rlhelpers.runner.config import REPORT_SEEDS
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -132,10 +133,8 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
         found.update({f"score/{r.name}": seed_score(r) for r in records})
         scores[arm] = [found[f"score/{r.name}"] for r in records if found[f"score/{r.name}"] is not None]
         passes = [step for step in (r.first_step_above(target) for r in records) if step is not None]
-        found[f"scored/{arm}"] = len(scores[arm])
-        found[f"passed/{arm}"] = len(passes)
-        found[f"pass/{arm}"] = span(passes)
-        found[f"training/{arm}"] = sum(not r.finished() for r in records)
+        found.update({f"scored/{arm}": len(scores[arm]), f"passed/{arm}": len(passes), f"pass/{arm}": span(passes),
+                      f"training/{arm}": sum(not r.finished() for r in records)})
     for prediction in predictions:
         if all(len(scores[arm]) == len(FIVE_SEEDS) for arm in (prediction.x, prediction.y)):
             result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
@@ -170,21 +169,15 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs, found)
     _draw_differences(fig.add_subplot(grid[1, 3:]), found, predictions)
-    fig.text(0.01, 0.01, "Thin: each seed; thick: their mean. Shaded: the steps that S averages (0 to "
-             f"{SCORE_UNTIL / 1e6:.1f}M). Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; "
-             "P: the share of seed pairs in which the first arm scores higher.", fontsize=8, va="bottom", ha="left",
-             wrap=True)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    save_figure(fig, out, dpi=120)
+    save_figure(fig, out, dpi=120, bottom=0.04, caption=(
+        f"Thin: each seed; thick: their mean. Shaded: the steps that S averages (0 to {SCORE_UNTIL / 1e6:.1f}M). "
+        f"Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; P: the share of seed pairs in "
+        "which the first arm scores higher."))
     return fig
 
 
 def _draw_arm(ax: Axes, records: Sequence[RunRecord], color: str, target: float) -> None:
-    for record in records:
-        steps, means = [e.step for e in record.evaluations], [e.mean for e in record.evaluations]
-        ax.plot(steps, means, color=color, linewidth=0.7, alpha=0.55)
-        if record.stopped_early():
-            ax.plot(steps[-1], means[-1], "x", color=color, markersize=7, markeredgewidth=1.5)
+    draw_seeds(ax, records, color, "-", alpha=0.55, cross=(7, 1.5))
     if records:
         curve = algo_curve(records)
         ax.plot(curve.steps, curve.means, color=color, linewidth=2.2, label="mean of the seeds")
@@ -220,10 +213,7 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
 
 def _spread(ys: Sequence[float], gap: float) -> list[float]:
     """Positions for labels of the ascending ``ys``: each at its value, or ``gap`` above the one below."""
-    placed: list[float] = []
-    for y in ys:
-        placed.append(y if not placed else max(y, placed[-1] + gap))
-    return placed
+    return list(accumulate(ys, lambda below, y: max(y, below + gap)))
 
 
 def _draw_differences(ax: Axes, found: dict[str, Any], predictions: Sequence[Prediction]) -> None:
