@@ -91,11 +91,9 @@ def _empty_and_unlink(path: Path) -> None:
     On a Google Drive mount a deleted file goes to the Drive Trash and counts against the storage
     quota for 30 days; truncated first, it counts as nothing.
     """
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.truncate(path, 0)
-    except FileNotFoundError:
-        return
-    path.unlink(missing_ok=True)
+        path.unlink()
 
 
 def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
@@ -148,20 +146,14 @@ class RunDirectory:
         key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:16]
         return Path(tempfile.gettempdir()) / "rlhelpers-staging" / key
 
-    def remove_stale_files(self) -> list[str]:
-        """Delete temporary files left by a killed writer; call it while holding the run's lock.
-
-        Returns the names removed from the run directory.
-        """
+    def remove_stale_files(self) -> None:
+        """Delete temporary files left by a killed writer; call it while holding the run's lock."""
         shutil.rmtree(self.staging_path, ignore_errors=True)
-        removed = []
         for folder in (self.path, self.path / SNAPSHOT_DIR):
             if folder.is_dir():
                 for entry in folder.iterdir():
                     if STALE_TMP_PATTERN.match(entry.name):
                         _empty_and_unlink(entry)  # emptied first, as pruned checkpoints are, for the Drive Trash
-                        removed.append(str(entry.relative_to(self.path)))
-        return sorted(removed)
 
     def create(self) -> None:
         """Create the directory, or explain why it cannot be created."""
@@ -227,20 +219,6 @@ class RunDirectory:
             os.replace(old, doomed)
             _empty_and_unlink(doomed)
 
-    def set_aside_newer(self, step: int) -> list[Path]:
-        """Rename the checkpoints newer than ``step`` (after a resume from ``step``, those that did not load)
-        to ``<name>.broken``; returns the new paths.
-
-        Their names are then written afresh, never over a broken file (on Drive an overwrite may sync late),
-        and the broken files stay for a look.
-        """
-        aside = []
-        for newer_step, path in self.checkpoints():
-            if newer_step > step:
-                aside.append(path.with_name(path.name + BROKEN_SUFFIX))
-                os.replace(path, aside[-1])
-        return aside
-
     def load_latest_checkpoint(self) -> dict[str, Any] | None:
         """The newest checkpoint that loads, or None if there is none at all.
 
@@ -293,8 +271,13 @@ class RunDirectory:
                   file=sys.stderr)
         if state is not None:
             check_resumable(state["config"], config, self.path)
-            for path in self.set_aside_newer(int(state["num_timesteps"])):
-                print(f"moved the broken {path.stem} aside as {path.name}", file=sys.stderr)
+            # Checkpoints newer than the one that loads did not load: renamed to <name>.broken, so that their
+            # names are written afresh, never over a broken file (on Drive an overwrite may sync late), and the
+            # broken files stay for a look.
+            for step, path in self.checkpoints():
+                if step > state["num_timesteps"]:
+                    os.replace(path, path.with_name(path.name + BROKEN_SUFFIX))
+                    print(f"moved the broken {path.name} aside as {path.name}{BROKEN_SUFFIX}", file=sys.stderr)
             self.prune(int(state["num_timesteps"]), keep)
         return state, history
 
