@@ -134,17 +134,10 @@ class RunDirectory:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-
-    @property
-    def history_path(self) -> Path:
-        """Path of eval_history.json."""
-        return self.path / HISTORY_FILE
-
-    @property
-    def staging_path(self) -> Path:
-        """Local directory where this run's checkpoints are written and verified before the copy."""
+        self.history_path = self.path / HISTORY_FILE
+        # The local directory where this run's checkpoints are written and verified before the copy.
         key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:16]
-        return Path(tempfile.gettempdir()) / "rlhelpers-staging" / key
+        self.staging_path = Path(tempfile.gettempdir()) / "rlhelpers-staging" / key
 
     def remove_stale_files(self) -> None:
         """Delete temporary files left by a killed writer; call it while holding the run's lock."""
@@ -191,12 +184,11 @@ class RunDirectory:
             with contextlib.suppress(OSError):  # an empty staging folder is not left in the temp directory
                 local.parent.rmdir()
 
-    def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> Path:
+    def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> None:
         """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""
-        target = self.path / checkpoint_name(step)
-        self._save_verified(state, target, load_checkpoint_file, "checkpoint", "the previous checkpoint is intact")
+        self._save_verified(state, self.path / checkpoint_name(step), load_checkpoint_file, "checkpoint",
+                            "the previous checkpoint is intact")
         self.prune(step, keep)
-        return target
 
     def save_snapshot(self, snapshot: dict[str, Any], step: int) -> Path:
         """Write ``snapshot`` (model weights and what rebuilds the model) as ``snapshots/model-<step>.pt``,

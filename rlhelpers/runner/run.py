@@ -111,15 +111,6 @@ def _next_multiple(step: int, interval: int) -> int:
     return (step // interval + 1) * interval
 
 
-def _progress_bar(trainer: Trainer, history: list[dict[str, Any]], show: bool) -> tqdm:
-    cfg = trainer.config
-    bar = progress_bar(total=cfg.total_timesteps, initial=min(trainer.num_timesteps, cfg.total_timesteps),
-                       desc=cfg.run_name, unit="step", unit_scale=True, disable=not show)
-    if history:
-        bar.set_postfix_str(f"eval {mean_return(history[-1]):.1f}", refresh=False)
-    return bar
-
-
 def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     """Train (or resume) the run (config.algo, config.seed) in ``<runs_dir>/<algo>_seed-<seed>``.
 
@@ -161,7 +152,11 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
         run_dir.write_history(_history_record(config, book))
         tracker = Tracker(config.run_name, book["wandb_run_id"], config.to_dict(), config.runs_dir, metrics_log)
-        with StopRequest() as stop, _progress_bar(trainer, book["eval_history"], show_progress) as bar:
+        bar = progress_bar(total=config.total_timesteps, initial=min(trainer.num_timesteps, config.total_timesteps),
+                           desc=config.run_name, unit="step", unit_scale=True, disable=not show_progress)
+        if book["eval_history"]:
+            bar.set_postfix_str(f"eval {mean_return(book['eval_history'][-1]):.1f}", refresh=False)
+        with StopRequest() as stop, bar:
             stop_reason = _train_loop(trainer, book, run_dir, lock, tracker, bar, stop)  # SIGTERM: checkpoint
         exit_code = 0
         return RunResult(run_dir.path, trainer.num_timesteps, book["eval_history"], stop_reason, tracker.url,
@@ -182,8 +177,7 @@ def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, l
     cfg, history = trainer.config, book["eval_history"]
     if history and mean_return(history[-1]) > cfg.stop_return:
         return "stop_return"
-    last_eval_step = history[-1]["step"] if history else None
-    next_eval = 0 if last_eval_step is None else _next_multiple(last_eval_step, cfg.eval_interval)
+    next_eval = _next_multiple(history[-1]["step"], cfg.eval_interval) if history else 0
     next_snapshot = _next_multiple(trainer.num_timesteps - 1, cfg.snapshot_interval)
     snapshot_step = None  # the step of this session's newest snapshot
     log_every = max(1, LOG_INTERVAL // cfg.batch_size)
@@ -198,12 +192,12 @@ def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, l
             snapshot_step, next_snapshot = trainer.num_timesteps, _next_multiple(trainer.num_timesteps,
                                                                                  cfg.snapshot_interval)
         budget_spent = trainer.num_timesteps >= cfg.total_timesteps
-        if trainer.num_timesteps >= next_eval or (budget_spent and last_eval_step != trainer.num_timesteps):
+        if trainer.num_timesteps >= next_eval or (budget_spent and history[-1]["step"] != trainer.num_timesteps):
             seconds = round(time.monotonic() - clock_origin, 3)  # trained before this evaluation
             record = trainer.evaluate(len(history))
             record.update(time=round(time.time(), 3), train_seconds=seconds)
             history.append(record)
-            last_eval_step, next_eval = trainer.num_timesteps, _next_multiple(trainer.num_timesteps, cfg.eval_interval)
+            next_eval = _next_multiple(trainer.num_timesteps, cfg.eval_interval)
             score = mean_return(record)
             tracker.log(evaluation_metrics(record), trainer.num_timesteps)
             last_save = _checkpoint(trainer, book, run_dir, lock, clock_origin)
