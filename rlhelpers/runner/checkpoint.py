@@ -50,21 +50,23 @@ TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_WRITE_DELAY_S"
 BROKEN_SUFFIX = ".broken"
 
 
-def _load_failure(exc: Exception) -> str:
-    """One line on why torch did not load a file: its messages add paragraphs of advice (about ``weights_only``,
-    about filing an issue) that do not apply to a damaged file, so only the cause's first sentence is kept."""
-    text = str(exc).split("WeightsUnpickler error:")[-1]
-    cause = next((line.strip() for line in text.splitlines() if line.strip()), "").split(". ")[0]
-    return f"{type(exc).__name__}: {cause}" if cause else type(exc).__name__
+def _torch_load(source: str | Path | io.BytesIO, name: str, remedy: str = "") -> Any:
+    """``torch.load`` onto the CPU with ``weights_only=True``; what does not load raises ``RLHelpersError``
+    "<name> does not load (<why>)<remedy>" in one line: torch's messages add paragraphs of advice (about
+    ``weights_only``, about filing an issue) that do not apply to a damaged file, so only the cause's first
+    sentence is kept."""
+    try:
+        return torch.load(source, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises EOFError, OSError, RuntimeError, UnpicklingError, ... on damage
+        text = str(exc).split("WeightsUnpickler error:")[-1]
+        cause = next((line.strip() for line in text.splitlines() if line.strip()), "").split(". ")[0]
+        failure = f"{type(exc).__name__}: {cause}" if cause else type(exc).__name__
+        raise RLHelpersError(f"{name} does not load ({failure}){remedy}") from exc
 
 
 def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     """The model (float32 weights), config and step of a saved model: a snapshot or an exported policy."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises EOFError, RuntimeError, UnpicklingError, ... on damage
-        raise RLHelpersError(f"{path} does not load ({_load_failure(exc)}); delete it, or restore it "
-                             "from a backup") from exc
+    saved = _torch_load(path, str(path), "; delete it, or restore it from a backup")
     config = TrainConfig.from_dict(saved["config"])
     # Building a network draws its initial weights from torch's global generator, which is the training's
     # random stream: fork it, so that loading (and verifying a written snapshot) leaves that stream as it was.
@@ -119,11 +121,7 @@ def load_checkpoint_file(path: Path) -> dict[str, Any]:
     The file is read first, so that a read error (a Drive mount that dropped) propagates as the ``OSError``
     it is instead of marking a good checkpoint as broken; only what fails to load from its bytes is damage.
     """
-    data = Path(path).read_bytes()
-    try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises EOFError, OSError, RuntimeError, UnpicklingError, ... on damage
-        raise RLHelpersError(f"checkpoint {path} does not load ({_load_failure(exc)})") from exc
+    state = _torch_load(io.BytesIO(Path(path).read_bytes()), f"checkpoint {path}")
     if not isinstance(state, dict) or "num_timesteps" not in state:
         raise RLHelpersError(f"checkpoint {path} does not hold a training state")
     return state
@@ -241,7 +239,7 @@ class RunDirectory:
                 return self.load_latest_checkpoint()["config"]
         return None if record is None else record.get("config", {})
 
-    def resume(self, config: TrainConfig, keep: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def resume(self, config: TrainConfig) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """What the run resumes from, under its lock: the newest checkpoint that loads (None for none) and the
         saved history (None for none).
 
@@ -270,7 +268,7 @@ class RunDirectory:
                 if step > state["num_timesteps"]:
                     os.replace(path, path.with_name(path.name + BROKEN_SUFFIX))
                     print(f"moved the broken {path.name} aside as {path.name}{BROKEN_SUFFIX}", file=sys.stderr)
-            self.prune(int(state["num_timesteps"]), keep)
+            self.prune(int(state["num_timesteps"]), config.keep_checkpoints)
         return state, history
 
     def read_history(self) -> dict[str, Any] | None:

@@ -136,7 +136,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     tracker = None
     exit_code = 1  # until the session ends without an exception: a failed one shows as such in W&B
     try:
-        state, saved_record = run_dir.resume(config, config.keep_checkpoints)
+        state, saved_record = run_dir.resume(config)
         if state is None and saved_record is not None and saved_record.get("history"):
             return _report_without_checkpoint(saved_record, run_dir)
         book = _bookkeeping(state, saved_record)
