@@ -99,10 +99,9 @@ def _empty_and_unlink(path: Path) -> None:
 
 
 def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
-    """(step, path) of the files in ``folder`` whose name ``pattern`` numbers with a step, oldest first."""
-    if not folder.is_dir():
-        return []
-    return sorted((int(match.group(1)), entry) for entry in folder.iterdir() if (match := pattern.match(entry.name)))
+    """(step, path) of the files in ``folder`` (none if it does not exist) whose name ``pattern`` numbers with a
+    step, oldest first."""
+    return sorted((int(match.group(1)), entry) for entry in folder.glob("*.pt") if (match := pattern.match(entry.name)))
 
 
 def check_resumable(saved: dict[str, Any] | None, config: TrainConfig, where: Path) -> None:
@@ -140,11 +139,9 @@ class RunDirectory:
     def remove_stale_files(self) -> None:
         """Delete temporary files left by a killed writer; call it while holding the run's lock."""
         shutil.rmtree(self.staging_path, ignore_errors=True)
-        for folder in (self.path, self.path / SNAPSHOT_DIR):
-            if folder.is_dir():
-                for entry in folder.iterdir():
-                    if STALE_TMP_PATTERN.match(entry.name):
-                        _empty_and_unlink(entry)  # emptied first, as pruned checkpoints are, for the Drive Trash
+        for entry in [*self.path.glob("*.tmp"), *(self.path / SNAPSHOT_DIR).glob("*.tmp")]:
+            if STALE_TMP_PATTERN.match(entry.name):
+                _empty_and_unlink(entry)  # emptied first, as pruned checkpoints are, for the Drive Trash
 
     def create(self) -> None:
         """Create the directory, or explain why it cannot be created."""
