@@ -185,12 +185,10 @@ class RunDirectory:
                             "the previous checkpoint is intact")
         self.prune(step, keep)
 
-    def save_snapshot(self, snapshot: dict[str, Any], step: int) -> Path:
+    def save_snapshot(self, snapshot: dict[str, Any], step: int) -> None:
         """Write ``snapshot`` (model weights and what rebuilds the model) as ``snapshots/model-<step>.pt``,
         verified and atomic like a checkpoint."""
-        target = self.path / SNAPSHOT_DIR / snapshot_name(step)
-        self._save_verified(snapshot, target, load_model, "snapshot")
-        return target
+        self._save_verified(snapshot, self.path / SNAPSHOT_DIR / snapshot_name(step), load_model, "snapshot")
 
     def prune(self, step: int, keep: int) -> None:
         """Delete checkpoints older than ``step`` beyond the newest ``keep`` up to and including ``step``.
