@@ -103,11 +103,15 @@ def test_metrics_log_drops_lines_after_the_resumed_step(tmp_path: Path) -> None:
     log = MetricsLog(tmp_path / METRICS_FILE)
     for step in (0, 100, 200, 300):
         log.append({"x": float(step)}, step)
+    lines = log.path.read_text().splitlines()
     with open(log.path, "a") as f:
         f.write('{"global_step": 400, "x": 4')  # the partial line of a writer killed mid-append
-    assert log.drop_after(200) == 2  # step 300 and the partial line
+    log.drop_after(200)
+    assert log.path.read_text().splitlines() == lines[:3]  # step 300 and the partial line dropped, the rest as it was
     assert [m["global_step"] for m in read_metrics(log.path)] == [0, 100, 200]
-    assert log.drop_after(200) == 0
+    inode = log.path.stat().st_ino
+    log.drop_after(200)
+    assert log.path.stat().st_ino == inode  # nothing to drop: the file is not rewritten
     log.append({"x": float("nan")}, 300)
     assert read_metrics(log.path)[-1]["x"] is None  # JSON has no NaN
 

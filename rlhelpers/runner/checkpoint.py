@@ -50,21 +50,23 @@ TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_WRITE_DELAY_S"
 BROKEN_SUFFIX = ".broken"
 
 
-def _load_failure(exc: Exception) -> str:
-    """One line on why torch did not load a file: its messages add paragraphs of advice (about ``weights_only``,
-    about filing an issue) that do not apply to a damaged file, so only the cause's first sentence is kept."""
-    text = str(exc).split("WeightsUnpickler error:")[-1]
-    cause = next((line.strip() for line in text.splitlines() if line.strip()), "").split(". ")[0]
-    return f"{type(exc).__name__}: {cause}" if cause else type(exc).__name__
+def _torch_load(source: str | Path | io.BytesIO, name: str, remedy: str = "") -> Any:
+    """``torch.load`` onto the CPU with ``weights_only=True``; what does not load raises ``RLHelpersError``
+    "<name> does not load (<why>)<remedy>" in one line: torch's messages add paragraphs of advice (about
+    ``weights_only``, about filing an issue) that do not apply to a damaged file, so only the cause's first
+    sentence is kept."""
+    try:
+        return torch.load(source, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises EOFError, OSError, RuntimeError, UnpicklingError, ... on damage
+        text = str(exc).split("WeightsUnpickler error:")[-1]
+        cause = next((line.strip() for line in text.splitlines() if line.strip()), "").split(". ")[0]
+        failure = f"{type(exc).__name__}: {cause}" if cause else type(exc).__name__
+        raise RLHelpersError(f"{name} does not load ({failure}){remedy}") from exc
 
 
 def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     """The model (float32 weights), config and step of a saved model: a snapshot or an exported policy."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises EOFError, RuntimeError, UnpicklingError, ... on damage
-        raise RLHelpersError(f"{path} does not load ({_load_failure(exc)}); delete it, or restore it "
-                             "from a backup") from exc
+    saved = _torch_load(path, str(path), "; delete it, or restore it from a backup")
     config = TrainConfig.from_dict(saved["config"])
     # Building a network draws its initial weights from torch's global generator, which is the training's
     # random stream: fork it, so that loading (and verifying a written snapshot) leaves that stream as it was.
@@ -91,18 +93,15 @@ def _empty_and_unlink(path: Path) -> None:
     On a Google Drive mount a deleted file goes to the Drive Trash and counts against the storage
     quota for 30 days; truncated first, it counts as nothing.
     """
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.truncate(path, 0)
-    except FileNotFoundError:
-        return
-    path.unlink(missing_ok=True)
+        path.unlink()
 
 
 def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
-    """(step, path) of the files in ``folder`` whose name ``pattern`` numbers with a step, oldest first."""
-    if not folder.is_dir():
-        return []
-    return sorted((int(match.group(1)), entry) for entry in folder.iterdir() if (match := pattern.match(entry.name)))
+    """(step, path) of the files in ``folder`` (none if it does not exist) whose name ``pattern`` numbers with a
+    step, oldest first."""
+    return sorted((int(match.group(1)), entry) for entry in folder.glob("*.pt") if (match := pattern.match(entry.name)))
 
 
 def check_resumable(saved: dict[str, Any] | None, config: TrainConfig, where: Path) -> None:
@@ -121,11 +120,7 @@ def load_checkpoint_file(path: Path) -> dict[str, Any]:
     The file is read first, so that a read error (a Drive mount that dropped) propagates as the ``OSError``
     it is instead of marking a good checkpoint as broken; only what fails to load from its bytes is damage.
     """
-    data = Path(path).read_bytes()
-    try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises EOFError, OSError, RuntimeError, UnpicklingError, ... on damage
-        raise RLHelpersError(f"checkpoint {path} does not load ({_load_failure(exc)})") from exc
+    state = _torch_load(io.BytesIO(Path(path).read_bytes()), f"checkpoint {path}")
     if not isinstance(state, dict) or "num_timesteps" not in state:
         raise RLHelpersError(f"checkpoint {path} does not hold a training state")
     return state
@@ -136,32 +131,17 @@ class RunDirectory:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-
-    @property
-    def history_path(self) -> Path:
-        """Path of eval_history.json."""
-        return self.path / HISTORY_FILE
-
-    @property
-    def staging_path(self) -> Path:
-        """Local directory where this run's checkpoints are written and verified before the copy."""
+        self.history_path = self.path / HISTORY_FILE
+        # The local directory where this run's checkpoints are written and verified before the copy.
         key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:16]
-        return Path(tempfile.gettempdir()) / "rlhelpers-staging" / key
+        self.staging_path = Path(tempfile.gettempdir()) / "rlhelpers-staging" / key
 
-    def remove_stale_files(self) -> list[str]:
-        """Delete temporary files left by a killed writer; call it while holding the run's lock.
-
-        Returns the names removed from the run directory.
-        """
+    def remove_stale_files(self) -> None:
+        """Delete temporary files left by a killed writer; call it while holding the run's lock."""
         shutil.rmtree(self.staging_path, ignore_errors=True)
-        removed = []
-        for folder in (self.path, self.path / SNAPSHOT_DIR):
-            if folder.is_dir():
-                for entry in folder.iterdir():
-                    if STALE_TMP_PATTERN.match(entry.name):
-                        _empty_and_unlink(entry)  # emptied first, as pruned checkpoints are, for the Drive Trash
-                        removed.append(str(entry.relative_to(self.path)))
-        return sorted(removed)
+        for entry in [*self.path.glob("*.tmp"), *(self.path / SNAPSHOT_DIR).glob("*.tmp")]:
+            if STALE_TMP_PATTERN.match(entry.name):
+                _empty_and_unlink(entry)  # emptied first, as pruned checkpoints are, for the Drive Trash
 
     def create(self) -> None:
         """Create the directory, or explain why it cannot be created."""
@@ -199,19 +179,16 @@ class RunDirectory:
             with contextlib.suppress(OSError):  # an empty staging folder is not left in the temp directory
                 local.parent.rmdir()
 
-    def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> Path:
+    def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> None:
         """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""
-        target = self.path / checkpoint_name(step)
-        self._save_verified(state, target, load_checkpoint_file, "checkpoint", "the previous checkpoint is intact")
+        self._save_verified(state, self.path / checkpoint_name(step), load_checkpoint_file, "checkpoint",
+                            "the previous checkpoint is intact")
         self.prune(step, keep)
-        return target
 
-    def save_snapshot(self, snapshot: dict[str, Any], step: int) -> Path:
+    def save_snapshot(self, snapshot: dict[str, Any], step: int) -> None:
         """Write ``snapshot`` (model weights and what rebuilds the model) as ``snapshots/model-<step>.pt``,
         verified and atomic like a checkpoint."""
-        target = self.path / SNAPSHOT_DIR / snapshot_name(step)
-        self._save_verified(snapshot, target, load_model, "snapshot")
-        return target
+        self._save_verified(snapshot, self.path / SNAPSHOT_DIR / snapshot_name(step), load_model, "snapshot")
 
     def prune(self, step: int, keep: int) -> None:
         """Delete checkpoints older than ``step`` beyond the newest ``keep`` up to and including ``step``.
@@ -226,20 +203,6 @@ class RunDirectory:
             doomed = old.with_name(old.name + TMP_SUFFIX)
             os.replace(old, doomed)
             _empty_and_unlink(doomed)
-
-    def set_aside_newer(self, step: int) -> list[Path]:
-        """Rename the checkpoints newer than ``step`` (after a resume from ``step``, those that did not load)
-        to ``<name>.broken``; returns the new paths.
-
-        Their names are then written afresh, never over a broken file (on Drive an overwrite may sync late),
-        and the broken files stay for a look.
-        """
-        aside = []
-        for newer_step, path in self.checkpoints():
-            if newer_step > step:
-                aside.append(path.with_name(path.name + BROKEN_SUFFIX))
-                os.replace(path, aside[-1])
-        return aside
 
     def load_latest_checkpoint(self) -> dict[str, Any] | None:
         """The newest checkpoint that loads, or None if there is none at all.
@@ -271,7 +234,7 @@ class RunDirectory:
                 return self.load_latest_checkpoint()["config"]
         return None if record is None else record.get("config", {})
 
-    def resume(self, config: TrainConfig, keep: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def resume(self, config: TrainConfig) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """What the run resumes from, under its lock: the newest checkpoint that loads (None for none) and the
         saved history (None for none).
 
@@ -293,9 +256,14 @@ class RunDirectory:
                   file=sys.stderr)
         if state is not None:
             check_resumable(state["config"], config, self.path)
-            for path in self.set_aside_newer(int(state["num_timesteps"])):
-                print(f"moved the broken {path.stem} aside as {path.name}", file=sys.stderr)
-            self.prune(int(state["num_timesteps"]), keep)
+            # Checkpoints newer than the one that loads did not load: renamed to <name>.broken, so that their
+            # names are written afresh, never over a broken file (on Drive an overwrite may sync late), and the
+            # broken files stay for a look.
+            for step, path in self.checkpoints():
+                if step > state["num_timesteps"]:
+                    os.replace(path, path.with_name(path.name + BROKEN_SUFFIX))
+                    print(f"moved the broken {path.name} aside as {path.name}{BROKEN_SUFFIX}", file=sys.stderr)
+            self.prune(int(state["num_timesteps"]), config.keep_checkpoints)
         return state, history
 
     def read_history(self) -> dict[str, Any] | None:

@@ -50,16 +50,6 @@ def snapshot_name(step: int) -> str:
     return f"model-{step:012d}.pt"
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (a no-op where directories cannot be opened or fsynced)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def write_atomically(path: str | os.PathLike, content: bytes | Callable[[IO[bytes]], object],
                      tmp: str | os.PathLike | None = None) -> None:
     """Write ``content`` (bytes, or a function that writes into the open file) to ``tmp`` (default:
@@ -76,4 +66,9 @@ def write_atomically(path: str | os.PathLike, content: bytes | Callable[[IO[byte
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    with contextlib.suppress(OSError):  # the rename made durable, where a directory can be opened and fsynced
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -41,16 +41,14 @@ class MetricsLog:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
 
-    def drop_after(self, step: int) -> int:
-        """Keep only complete records with ``global_step <= step``; return how many were dropped."""
+    def drop_after(self, step: int) -> None:
+        """Keep only complete records with ``global_step <= step`` (the file is rewritten only if one goes)."""
         if not self.path.exists():
-            return 0
+            return
         lines = self.path.read_text().splitlines()
         kept = [line for line in lines if (record := _parse(line)) is not None and record["global_step"] <= step]
-        if len(kept) == len(lines):
-            return 0
-        write_atomically(self.path, "".join(line + "\n" for line in kept).encode())
-        return len(lines) - len(kept)
+        if len(kept) < len(lines):
+            write_atomically(self.path, "".join(line + "\n" for line in kept).encode())
 
     def append(self, metrics: dict[str, Any], step: int) -> None:
         """Write one record: ``global_step``, ``time`` and ``metrics`` (non-finite floats as null)."""

@@ -4,18 +4,16 @@
 run's lock, restores the newest checkpoint, and drives ``Trainer`` in one loop that evaluates, logs,
 checkpoints and snapshots on schedule, shows a progress bar and stops cleanly on SIGTERM. The
 algorithm itself is ``rlhelpers.core.trainer``'s; what a run keeps beside it (its evaluations, the
-provenance of each session, its training time and W&B id) is ``RunBookkeeping``, saved in the same
+provenance of each session, its training time and W&B id) is its bookkeeping, saved in the same
 checkpoint.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,59 +78,32 @@ def _report_without_checkpoint(saved_record: dict[str, Any], run_dir: RunDirecto
                      saved_record.get("wandb_run_id", ""))
 
 
-@dataclass
-class RunBookkeeping:
-    """What the run machinery keeps of a run beside the learner's state: its W&B run id, every evaluation, the
-    provenance of each training session and the wall-clock seconds trained so far (evaluations included)."""
-
-    run_id: str
-    history: list[dict[str, Any]] = field(default_factory=list)
-    sessions: list[dict[str, Any]] = field(default_factory=list)
-    train_seconds: float = 0.0
-
-    @classmethod
-    def restore(cls, state: dict[str, Any] | None, saved_record: dict[str, Any] | None) -> RunBookkeeping:
-        """The bookkeeping of the checkpoint ``state`` (None: a new run), with the W&B id of the run's history
-        when the checkpoint has none."""
-        state = state or {}
-        run_id = state.get("wandb_run_id") or (saved_record or {}).get("wandb_run_id") or new_run_id()
-        return cls(run_id, list(state.get("eval_history", [])), list(state.get("sessions", [])),
-                   float(state.get("train_seconds", 0.0)))
-
-    def checkpoint_entries(self) -> dict[str, Any]:
-        """The checkpoint's entries beside the trainer's state (the names earlier versions saved them under)."""
-        return {"wandb_run_id": self.run_id, "eval_history": self.history, "sessions": self.sessions,
-                "train_seconds": self.train_seconds}
-
-    def history_record(self, config: TrainConfig) -> dict[str, Any]:
-        """The contents of eval_history.json."""
-        return {"run_name": config.run_name, "wandb_run_id": self.run_id, "config": config.to_dict(),
-                "provenance": self.sessions, "history": self.history}
+def _bookkeeping(state: dict[str, Any] | None, saved_record: dict[str, Any] | None) -> dict[str, Any]:
+    """What the run machinery keeps of a run beside the learner's state, under the names its checkpoint saves
+    them: the W&B run id, every evaluation, the provenance of each training session and the wall-clock seconds
+    trained so far (evaluations included). Restored from the checkpoint ``state`` (None: a new run), with the
+    W&B id of the run's history when the checkpoint has none."""
+    state = state or {}
+    return {"wandb_run_id": state.get("wandb_run_id") or (saved_record or {}).get("wandb_run_id") or new_run_id(),
+            "eval_history": list(state.get("eval_history", [])), "sessions": list(state.get("sessions", [])),
+            "train_seconds": float(state.get("train_seconds", 0.0))}
 
 
-def _checkpoint(trainer: Trainer, book: RunBookkeeping, run_dir: RunDirectory, lock: RunLock,
+def _history_record(config: TrainConfig, book: dict[str, Any]) -> dict[str, Any]:
+    """The contents of eval_history.json."""
+    return {"run_name": config.run_name, "wandb_run_id": book["wandb_run_id"], "config": config.to_dict(),
+            "provenance": book["sessions"], "history": book["eval_history"]}
+
+
+def _checkpoint(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, lock: RunLock,
                 clock_origin: float) -> float:
     """Save the training state and the bookkeeping, its training time counted up to now from ``clock_origin``,
     then eval_history.json (the history may lag the checkpoint, never lead it); return the time the save ended."""
-    book.train_seconds = time.monotonic() - clock_origin
-    run_dir.save_checkpoint({**trainer.state_dict(), **book.checkpoint_entries()}, trainer.num_timesteps,
-                            trainer.config.keep_checkpoints)
-    run_dir.write_history(book.history_record(trainer.config))
+    book["train_seconds"] = time.monotonic() - clock_origin
+    run_dir.save_checkpoint({**trainer.state_dict(), **book}, trainer.num_timesteps, trainer.config.keep_checkpoints)
+    run_dir.write_history(_history_record(trainer.config, book))
     lock.heartbeat()
     return time.monotonic()
-
-
-@contextlib.contextmanager
-def _torch_settings_restored() -> Iterator[None]:
-    """Give torch's thread count and TF32 switches, which the trainer sets for its session, back as they were
-    (a notebook's kernel goes on to other work)."""
-    threads = torch.get_num_threads()
-    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
 def _next_multiple(step: int, interval: int) -> int:
@@ -140,16 +111,6 @@ def _next_multiple(step: int, interval: int) -> int:
     return (step // interval + 1) * interval
 
 
-def _progress_bar(trainer: Trainer, history: list[dict[str, Any]], show: bool) -> tqdm:
-    cfg = trainer.config
-    bar = progress_bar(total=cfg.total_timesteps, initial=min(trainer.num_timesteps, cfg.total_timesteps),
-                       desc=cfg.run_name, unit="step", unit_scale=True, disable=not show)
-    if history:
-        bar.set_postfix_str(f"eval {mean_return(history[-1]):.1f}", refresh=False)
-    return bar
-
-
-@_torch_settings_restored()
 def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     """Train (or resume) the run (config.algo, config.seed) in ``<runs_dir>/<algo>_seed-<seed>``.
 
@@ -167,31 +128,42 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     run_dir.create()
     lock = RunLock(run_dir.path)
     lock.acquire()
+    # The trainer sets torch's thread count and TF32 switches for its session; they are given back as they were
+    # (a notebook's kernel goes on to other work).
+    threads = torch.get_num_threads()
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     trainer = None
     tracker = None
     exit_code = 1  # until the session ends without an exception: a failed one shows as such in W&B
     try:
-        state, saved_record = run_dir.resume(config, config.keep_checkpoints)
+        state, saved_record = run_dir.resume(config)
         if state is None and saved_record is not None and saved_record.get("history"):
             return _report_without_checkpoint(saved_record, run_dir)
-        book = RunBookkeeping.restore(state, saved_record)
+        book = _bookkeeping(state, saved_record)
         trainer = Trainer(config, device)
         if state is not None:
             trainer.load_state_dict(state)
         session = session_provenance(device, config.env_threads, trainer.num_timesteps)
-        book.sessions.append(session)
+        book["sessions"].append(session)
         start = f"resuming from step {trainer.num_timesteps:,}" if state is not None else "starting"
         print(f"{config.run_name}: {start} on {device} ({session['device_name']}) in {run_dir.path}", file=sys.stderr)
         metrics_log = MetricsLog(run_dir.path / METRICS_FILE)
         # Lines logged after the checkpoint belong to work that is about to be redone.
         metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
-        run_dir.write_history(book.history_record(config))
-        tracker = Tracker(config.run_name, book.run_id, config.to_dict(), config.runs_dir, metrics_log)
-        with StopRequest() as stop, _progress_bar(trainer, book.history, show_progress) as bar:
+        run_dir.write_history(_history_record(config, book))
+        tracker = Tracker(config.run_name, book["wandb_run_id"], config.to_dict(), config.runs_dir, metrics_log)
+        bar = progress_bar(total=config.total_timesteps, initial=min(trainer.num_timesteps, config.total_timesteps),
+                           desc=config.run_name, unit="step", unit_scale=True, disable=not show_progress)
+        if book["eval_history"]:
+            bar.set_postfix_str(f"eval {mean_return(book['eval_history'][-1]):.1f}", refresh=False)
+        with StopRequest() as stop, bar:
             stop_reason = _train_loop(trainer, book, run_dir, lock, tracker, bar, stop)  # SIGTERM: checkpoint
         exit_code = 0
-        return RunResult(run_dir.path, trainer.num_timesteps, book.history, stop_reason, tracker.url, book.run_id)
+        return RunResult(run_dir.path, trainer.num_timesteps, book["eval_history"], stop_reason, tracker.url,
+                         book["wandb_run_id"])
     finally:
+        torch.set_num_threads(threads)
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
         if tracker is not None:
             tracker.finish(exit_code=exit_code)
         if trainer is not None:
@@ -199,20 +171,19 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         lock.release()
 
 
-def _train_loop(trainer: Trainer, book: RunBookkeeping, run_dir: RunDirectory, lock: RunLock, tracker: Tracker,
+def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, lock: RunLock, tracker: Tracker,
                 bar: tqdm, stop: StopRequest) -> str:
     """Train until the budget is spent, an evaluation exceeds ``stop_return`` or SIGTERM; return why."""
-    cfg, history = trainer.config, book.history
+    cfg, history = trainer.config, book["eval_history"]
     if history and mean_return(history[-1]) > cfg.stop_return:
         return "stop_return"
-    last_eval_step = history[-1]["step"] if history else None
-    next_eval = 0 if last_eval_step is None else _next_multiple(last_eval_step, cfg.eval_interval)
+    next_eval = _next_multiple(history[-1]["step"], cfg.eval_interval) if history else 0
     next_snapshot = _next_multiple(trainer.num_timesteps - 1, cfg.snapshot_interval)
     snapshot_step = None  # the step of this session's newest snapshot
     log_every = max(1, LOG_INTERVAL // cfg.batch_size)
     window: list[dict[str, float]] = []  # the statistics of the updates since the last log line
     # train_seconds counts on from the saved total: it is the time since this (shifted) origin.
-    clock_origin = time.monotonic() - book.train_seconds
+    clock_origin = time.monotonic() - book["train_seconds"]
     last_save = log_time = time.monotonic()
     log_steps = trainer.num_timesteps
     while True:
@@ -221,12 +192,12 @@ def _train_loop(trainer: Trainer, book: RunBookkeeping, run_dir: RunDirectory, l
             snapshot_step, next_snapshot = trainer.num_timesteps, _next_multiple(trainer.num_timesteps,
                                                                                  cfg.snapshot_interval)
         budget_spent = trainer.num_timesteps >= cfg.total_timesteps
-        if trainer.num_timesteps >= next_eval or (budget_spent and last_eval_step != trainer.num_timesteps):
+        if trainer.num_timesteps >= next_eval or (budget_spent and history[-1]["step"] != trainer.num_timesteps):
             seconds = round(time.monotonic() - clock_origin, 3)  # trained before this evaluation
             record = trainer.evaluate(len(history))
             record.update(time=round(time.time(), 3), train_seconds=seconds)
             history.append(record)
-            last_eval_step, next_eval = trainer.num_timesteps, _next_multiple(trainer.num_timesteps, cfg.eval_interval)
+            next_eval = _next_multiple(trainer.num_timesteps, cfg.eval_interval)
             score = mean_return(record)
             tracker.log(evaluation_metrics(record), trainer.num_timesteps)
             last_save = _checkpoint(trainer, book, run_dir, lock, clock_origin)

@@ -53,8 +53,9 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _read(path: Path) -> tuple[bytes, dict] | None:
-    """The bytes and record of a lock or claim file, None if there is none; the record is {} if it stays unreadable.
+def _read(path: Path) -> tuple[bytes | None, dict | None]:
+    """The bytes and record of a lock or claim file, (None, None) if there is none; the record is {} if it stays
+    unreadable.
 
     Such a file is created with its content in one write, so an empty or partial read can only be a
     creation in progress (retried briefly) or a file damaged by a crash or a sync.
@@ -65,7 +66,7 @@ def _read(path: Path) -> tuple[bytes, dict] | None:
             raw = path.read_bytes()
             record = json.loads(raw)
         except FileNotFoundError:
-            return None
+            return None, None
         except (OSError, ValueError):
             time.sleep(0.05 * (attempt + 1))
             continue
@@ -94,11 +95,6 @@ class RunLock:
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "token": secrets.token_hex(8)}
         self._last_beat = 0.0
 
-    def _read(self) -> dict | None:
-        """The lock's record, None if there is no lock file, {} if it stays unreadable."""
-        version = _read(self.path)
-        return None if version is None else version[1]
-
     def _owner_alive(self, owner: dict) -> bool:
         if not owner:
             return False
@@ -111,7 +107,7 @@ class RunLock:
 
     def live_owner(self) -> dict | None:
         """The record (host, pid, heartbeat) of another process that holds this lock and is alive, else None."""
-        owner = self._read() or {}
+        owner = _read(self.path)[1] or {}
         return owner if not self._is_self(owner) and self._owner_alive(owner) else None
 
     def _record(self) -> bytes:
@@ -144,7 +140,7 @@ class RunLock:
         deadline = time.monotonic() + wait_s
         while (left := deadline - time.monotonic()) > 0:
             time.sleep(min(1.0, left))
-            current = self._read()
+            current = _read(self.path)[1]
             if current is None:
                 return False
             if current and current != owner:
@@ -178,15 +174,15 @@ class RunLock:
             for n in itertools.count():
                 claims.append(self.path.with_name(f"{self.path.name}.{key}-{n}"))
                 while not self._create(claims[-1]):
-                    claim = _read(claims[-1])
-                    if claim is not None and not self._owner_alive(claim[1]):
+                    claimant = _read(claims[-1])[1]
+                    if claimant is not None and not self._owner_alive(claimant):
                         break  # its claimant died: contend for the next claim
-                    if (_read(self.path) or (b"",))[0] != raw:
+                    if _read(self.path)[0] != raw:
                         return False
                     time.sleep(POLL_S)
                 else:
                     break
-            if (_read(self.path) or (None,))[0] != raw:
+            if _read(self.path)[0] != raw:
                 return False
             self._write()
             return True
@@ -203,10 +199,9 @@ class RunLock:
         while True:
             if self._create(self.path):
                 return
-            version = _read(self.path)
-            if version is None:
+            raw, owner = _read(self.path)
+            if raw is None:
                 continue  # released between the two calls
-            raw, owner = version
             if self._is_self(owner):
                 self._write()
                 return
@@ -228,7 +223,7 @@ class RunLock:
         """
         if time.time() - self._last_beat < self.beat_every_s:
             return
-        owner = self._read()
+        owner = _read(self.path)[1]
         if owner and not self._is_self(owner):
             raise RLHelpersError(
                 f"{self.what} was taken over by host {owner.get('host')} (pid {owner.get('pid')}), "
@@ -237,6 +232,6 @@ class RunLock:
 
     def release(self) -> None:
         """Give the lock up if this process still holds it."""
-        owner = self._read()
+        owner = _read(self.path)[1]
         if owner and self._is_self(owner):
             self.path.unlink(missing_ok=True)
