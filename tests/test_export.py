@@ -40,7 +40,7 @@ def trained_notebook(path: Path) -> None:
     """A training cell's outputs as papermill saves them: text, then every refresh of the bar as its own
     stderr output (each starts with a carriage return), then a closing line."""
     outputs = [nbformat.v4.new_output("stream", name="stdout", text="a2c_seed-0: checkpoints in runs/a2c_seed-0\n"),
-               nbformat.v4.new_output("stream", name="stderr", text="Resuming a2c_seed-0 from step 300,000\n")]
+               nbformat.v4.new_output("stream", name="stderr", text="a2c_seed-0: resuming from step 300,000 on cpu\n")]
     for i in range(1, REFRESHES + 1):
         outputs.append(nbformat.v4.new_output(
             "stream", name="stderr", text=f"\ra2c_seed-0: {i / 10:5.1f}%| | {i * 20}k/20.0M [eval -20.{i % 10}]"))
@@ -63,7 +63,7 @@ def test_readme_exports_show_each_progress_bar_once(tmp_path: Path) -> None:
     for command in readme_export_commands():
         html = run_export(command, tmp_path)
         assert progress_lines(html) == [f"a2c_seed-0: 100.0%| | {REFRESHES * 20}k/20.0M [eval -20.0]"], command
-        assert "Resuming a2c_seed-0 from step 300,000" in html and "stopped at step 20,000,000" in html
+        assert "a2c_seed-0: resuming from step 300,000 on cpu" in html and "stopped at step 20,000,000" in html
 
 
 def method_formulas() -> list[str]:

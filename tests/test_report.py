@@ -140,7 +140,7 @@ def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
 
     proc, nb = _papermill(tmp_path, "second.ipynb", params)
     _assert_report_ok(proc, nb, tmp_path, ["a2c_seed-0"])
-    assert f"Resuming a2c_seed-0 from step {before['history'][-1]['step']:,}" in _text(nb)
+    assert f"a2c_seed-0: resuming from step {before['history'][-1]['step']:,} on " in _text(nb)
     after = _history(tmp_path, "a2c_seed-0")
     assert [point["step"] for point in after["history"]] == [0, 500, 1000, 1500, 2000]
     assert after["history"][: len(before["history"])] == before["history"]

@@ -146,7 +146,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         session = session_provenance(device, config.env_threads, trainer.num_timesteps)
         book["sessions"].append(session)
         start = f"resuming from step {trainer.num_timesteps:,}" if state is not None else "starting"
-        print(f"{config.run_name}: {start} on {device} ({session['device_name']}) in {run_dir.path}", file=sys.stderr)
+        print(f"{config.run_name}: {start} on {device} ({session['device_name']})", file=sys.stderr)
         metrics_log = MetricsLog(run_dir.path / METRICS_FILE)
         # Lines logged after the checkpoint belong to work that is about to be redone.
         metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
