@@ -48,7 +48,8 @@ def shape_rows(label: str, cpus: int | None, campaigns: tuple[int, ...], ale_thr
             Row(f"rlhelpers a2c, {ale(ale_threads)} (auto: one per core)",
                 [run(env_threads=ale_threads)]),
             Row("rlhelpers a2c, pinned memory + non_blocking uploads", [run(variant="pinned")]),
-            Row("rlhelpers a2c, re-forward the rollout in the update", [run(variant="reforward")])]
+            Row("rlhelpers a2c, re-forward the rollout in the update", [run(variant="reforward")]),
+            Row("rlhelpers a2c, TF32 convolutions (auto: fp32)", [run(variant="tf32")])]
     if n_eval_envs:
         rows.append(Row(f"evaluation: {n_eval_envs} envs stepped by the policy",
                         [{"kind": "evaluation", "algo": "a2c", "n_eval_envs": n_eval_envs, **on}]))

@@ -51,4 +51,14 @@ class Reforward(Trainer):
         return super().update()
 
 
-VARIANTS: dict[str, type[Trainer]] = {"pinned": PinnedUploads, "reforward": Reforward}
+class TF32Convolutions(Trainer):
+    """cuDNN's own default on Ampere and later GPUs: convolutions in TF32 (about 1e-3 relative error). The package
+    turns it off, so that a run's fp32 is fp32; this row says what that costs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.device.type == "cuda":  # nothing to switch on the CPU (a smoke run)
+            torch.backends.cudnn.allow_tf32 = True
+
+
+VARIANTS: dict[str, type[Trainer]] = {"pinned": PinnedUploads, "reforward": Reforward, "tf32": TF32Convolutions}

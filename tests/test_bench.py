@@ -58,7 +58,8 @@ def test_the_gpu_rows_new_measurements_run_and_reforwarding_keeps_the_update() -
 
     common = {"n_envs": 2, "n_steps": 5, "device": "cpu"}
     for spec in ({"kind": "evaluation", "algo": "a2c", "n_eval_envs": 2}, {"kind": "rlhelpers", "algo": "task1",
-                 "variant": "pinned"}, {"kind": "rlhelpers", "algo": "a2c", "variant": "reforward"}):
+                 "variant": "pinned"}, {"kind": "rlhelpers", "algo": "a2c", "variant": "reforward"},
+                 {"kind": "rlhelpers", "algo": "a2c", "variant": "tf32"}):
         step, steps_per_call = _stepper({**common, **spec})
         step()
         assert steps_per_call == (2 if spec["kind"] == "evaluation" else 10)
