@@ -193,8 +193,9 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
         if arm:
             ax.hlines(np.mean([s for s, _ in arm]), i - 0.15, i + 0.15, color=f"C{i}", linewidth=2)
         for side in (0, 1):  # labels alternate sides, and on each side close ones move up to stay readable
-            labelled = arm[side::2]
-            for (_, seed), y in zip(labelled, _spread([s for s, _ in labelled], gap), strict=True):
+            labelled = arm[side::2]  # placed at its score, or ``gap`` above the label below
+            ys = accumulate((s for s, _ in labelled), lambda below, y: max(y, below + gap))
+            for (_, seed), y in zip(labelled, ys, strict=True):
                 ax.text(i + (0.2 if side else -0.2), y, str(seed), ha="left" if side else "right",
                         va="center", fontsize=7)
     ax.set_xticks(range(len(runs)), list(runs))
@@ -202,11 +203,6 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
     ax.set_ylabel(f"score S (mean return, 0 to {SCORE_UNTIL / 1e6:.1f}M)")
     ax.set_title("(d) each seed's score S (labelled by seed) and the arm's mean", fontsize=10)
     ax.grid(alpha=0.3, axis="y")
-
-
-def _spread(ys: Sequence[float], gap: float) -> list[float]:
-    """Positions for labels of the ascending ``ys``: each at its value, or ``gap`` above the one below."""
-    return list(accumulate(ys, lambda below, y: max(y, below + gap)))
 
 
 def _draw_differences(ax: Axes, found: dict[str, Any]) -> None:
