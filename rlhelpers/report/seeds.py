@@ -64,14 +64,13 @@ class Difference:
         return self.low > 0
 
 
-def difference(x: Sequence[float], y: Sequence[float], resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
-               level: float = 0.95) -> Difference:
+def difference(x: Sequence[float], y: Sequence[float], seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> Difference:
     """Δ(X, Y) of the seed scores ``x`` and ``y`` with its ``level`` percentile-bootstrap interval: each of
-    ``resamples`` draws resamples each arm's seeds with replacement (a generator seeded with ``seed``)."""
+    ``RESAMPLES`` draws resamples each arm's seeds with replacement (a generator seeded with ``seed``)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     rng = np.random.default_rng(seed)
-    deltas = (rng.choice(x, size=(resamples, len(x))).mean(axis=1)
-              - rng.choice(y, size=(resamples, len(y))).mean(axis=1))
+    deltas = (rng.choice(x, size=(RESAMPLES, len(x))).mean(axis=1)
+              - rng.choice(y, size=(RESAMPLES, len(y))).mean(axis=1))
     low, high = np.quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
     return Difference(float(x.mean() - y.mean()), float(low), float(high),
                       float(np.mean(x[:, None] > y[None, :])))
