@@ -58,11 +58,6 @@ class Difference:
     high: float
     p_greater: float
 
-    @property
-    def above_zero(self) -> bool:
-        """Whether the whole interval lies above 0."""
-        return self.low > 0
-
 
 def difference(x: Sequence[float], y: Sequence[float], seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> Difference:
     """Δ(X, Y) of the seed scores ``x`` and ``y`` with its ``level`` percentile-bootstrap interval: each of
@@ -85,7 +80,7 @@ class Prediction:
     above: bool
 
     def holds(self, found: Difference) -> bool:
-        return found.above_zero == self.above
+        return (found.low > 0) == self.above  # whether the whole interval lies above 0
 
     @property
     def key(self) -> str:
