@@ -76,19 +76,12 @@ class RunStatus:
 
     run_name: str
     steps: int
-    total_timesteps: int | None
     last: Evaluation | None  # the newest evaluation
     best: Evaluation | None  # the evaluation of the highest mean return
-    steps_per_s: float | None
+    steps_per_s: float | None  # over the last RATE_WINDOW_S of its records
+    eta_s: float | None  # seconds to the budget at that rate, while the run is running
     state: str
     over: bool  # done: its budget spent, or stopped early above its stop return (``RunRecord.finished``)
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds to the budget at the recent rate, while the run is running."""
-        if self.state != "running" or not self.steps_per_s or self.total_timesteps is None:
-            return None
-        return max(self.total_timesteps - self.steps, 0) / self.steps_per_s
 
 
 def _recent_rate(metrics: list[dict[str, Any]]) -> float | None:
@@ -124,8 +117,9 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
         state = "paused"
     else:
         state = "not started"
-    return RunStatus(path.name, steps, total, record.last, record.best, _recent_rate(metrics), state,
-                     over and state != "running")
+    rate = _recent_rate(metrics)
+    eta = max(total - steps, 0) / rate if state == "running" and rate and total is not None else None
+    return RunStatus(path.name, steps, record.last, record.best, rate, eta, state, over and state != "running")
 
 
 def status_table(runs_dir: str | Path) -> str:
