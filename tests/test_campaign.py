@@ -187,8 +187,10 @@ def test_a_failing_run_fails_the_campaign_by_name(tmp_path: Path, capsys: pytest
     ("mps", 6, 8, None, (4, 0)),
 ])
 def test_the_runs_at_once_follow_the_resolved_device_and_the_usable_cores(
-        device: str, n_runs: int, cpus: int, parallel: int | None, expected: tuple[int, int]) -> None:
-    assert campaign_parallel(torch.device(device), n_runs, parallel, cpus=cpus) == expected
+        device: str, n_runs: int, cpus: int, parallel: int | None, expected: tuple[int, int],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(campaign, "usable_cpus", lambda: cpus)
+    assert campaign_parallel(torch.device(device), n_runs, parallel) == expected
 
 
 def test_the_campaign_chooses_by_the_device_its_runs_use_not_by_whether_cuda_is_present(

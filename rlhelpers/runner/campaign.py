@@ -53,10 +53,9 @@ def campaign_runs(arms: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT
     return [CampaignRun(*parse_arm(arm), seed) for seed in seeds for arm in arms]
 
 
-def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = None,
-                      cpus: int | None = None) -> tuple[int, int]:
+def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = None) -> tuple[int, int]:
     """Runs trained at once and torch threads per run (0: the trainer's own choice) for ``n_runs`` runs on
-    ``device``, with ``cpus`` usable cores (default: this process's, ``usable_cpus``); a given ``parallel`` is kept.
+    ``device``, with this process's usable cores (``usable_cpus``); a given ``parallel`` is kept.
 
     On a CPU, one run per core, the cores shared out among the runs: two runs on 2 cores, one torch thread each,
     train faster together than one run with both (bench/results.md). With a GPU (CUDA or MPS), one run per 2 cores,
@@ -64,7 +63,7 @@ def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = 
     measured: ``bench/gpu_check.sh`` measures the campaign's combined rate with K runs at once."""
     if parallel is not None and parallel < 1:
         raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
-    cpus = usable_cpus() if cpus is None else cpus
+    cpus = usable_cpus()
     if parallel is None:
         parallel = max(1, min(cpus if device.type == "cpu" else cpus // 2, n_runs))
     return parallel, max(1, cpus // parallel) if device.type == "cpu" and parallel > 1 else 0
