@@ -121,7 +121,8 @@ def test_second_campaign_is_harmless(tmp_path: Path, live_pid: int, capsys: pyte
     hold_lock(tmp_path / CAMPAIGN_LOCK, live_pid)
     assert main(["campaign", "--runs-dir", str(tmp_path), "--total-timesteps", "1000", *CARTPOLE]) == 1
     out, err = capsys.readouterr()
-    assert f"a campaign is already running on {tmp_path}" in out
+    assert (f"a campaign is already running on {tmp_path} (host {socket.gethostname()}, pid {live_pid}); "
+            "`python -m rlhelpers status` shows its runs") in out
     assert err == "not finished: " + ", ".join(f"{name} (not started, step 0)" for name in RUN_NAMES) + "\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [CAMPAIGN_LOCK]
 

@@ -37,7 +37,7 @@ from rlhelpers.runner.console import progress_bar, say
 from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
 from rlhelpers.runner.records import Evaluation, RunRecord, read_run, run_dirs
-from rlhelpers.runner.runlock import RunLock
+from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.stopping import StopRequest
 
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
@@ -169,8 +169,7 @@ def _ready_runs(queue: list[CampaignRun], config: TrainConfig, told: set[str], h
             ready.append(run)
         elif run.name not in told and (owner := RunLock(path).live_owner()) is not None:
             told.add(run.name)
-            say(f"{run.name}: trained by another process (host {owner.get('host')}, pid {owner.get('pid')}); "
-                f"{held_note}")
+            say(f"{run.name}: trained by another process ({holder(owner)}); {held_note}")
     return ready
 
 
@@ -242,8 +241,8 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
         owner = lock.live_owner()
         if owner is None:
             raise
-        print(f"a campaign is already running on {runs_dir} (host {owner.get('host')}, pid {owner.get('pid')}); "
-              "`python -m rlhelpers status` shows its runs")
+        print(f"a campaign is already running on {runs_dir} ({holder(owner)}); `python -m rlhelpers status` shows its "
+              "runs")
         return _outcome(config, runs, [], None)
     names = [run.name for run in runs]
     queue = list(runs)
