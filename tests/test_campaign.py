@@ -121,7 +121,8 @@ def test_second_campaign_is_harmless(tmp_path: Path, live_pid: int, capsys: pyte
     hold_lock(tmp_path / CAMPAIGN_LOCK, live_pid)
     assert main(["campaign", "--runs-dir", str(tmp_path), "--total-timesteps", "1000", *CARTPOLE]) == 1
     out, err = capsys.readouterr()
-    assert f"a campaign is already running on {tmp_path}" in out
+    assert (f"a campaign is already running on {tmp_path} (host {socket.gethostname()}, pid {live_pid}); "
+            "`python -m rlhelpers status` shows its runs") in out
     assert err == "not finished: " + ", ".join(f"{name} (not started, step 0)" for name in RUN_NAMES) + "\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [CAMPAIGN_LOCK]
 
@@ -187,8 +188,10 @@ def test_a_failing_run_fails_the_campaign_by_name(tmp_path: Path, capsys: pytest
     ("mps", 6, 8, None, (4, 0)),
 ])
 def test_the_runs_at_once_follow_the_resolved_device_and_the_usable_cores(
-        device: str, n_runs: int, cpus: int, parallel: int | None, expected: tuple[int, int]) -> None:
-    assert campaign_parallel(torch.device(device), n_runs, parallel, cpus=cpus) == expected
+        device: str, n_runs: int, cpus: int, parallel: int | None, expected: tuple[int, int],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(campaign, "usable_cpus", lambda: cpus)
+    assert campaign_parallel(torch.device(device), n_runs, parallel) == expected
 
 
 def test_the_campaign_chooses_by_the_device_its_runs_use_not_by_whether_cuda_is_present(

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from rlhelpers.core.envs import make_vec_env
-from rlhelpers.core.evaluation import episode_targets, evaluate_policy
+from rlhelpers.core.evaluation import evaluate_policy
 from rlhelpers.core.networks import build_model
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.config import EVAL_SEED_OFFSET, TrainConfig, resolve_config
@@ -37,10 +37,6 @@ TWO_SPEED_ENV = "rlhelpers-test/TwoSpeed-v0"
 gym.register(TWO_SPEED_ENV, entry_point=TwoSpeedEnv)
 
 
-def test_episode_targets_split_the_episodes_evenly() -> None:
-    assert episode_targets(7, 3).tolist() == [2, 2, 3] and episode_targets(6, 2).tolist() == [3, 3]
-
-
 def test_evaluation_takes_a_fixed_number_of_episodes_per_env() -> None:
     """Env 0 plays 2-step episodes, env 1 12-step ones: the first six to finish would all be short."""
     torch.manual_seed(0)
@@ -52,6 +48,16 @@ def test_evaluation_takes_a_fixed_number_of_episodes_per_env() -> None:
         env.close()
     assert sorted(lengths) == [2, 2, 2, 12, 12, 12]
     assert returns == [float(n) for n in lengths]
+
+
+def test_evaluation_splits_the_episodes_evenly_the_later_envs_taking_the_extra_ones() -> None:
+    """Envs 0 and 2 play 2-step episodes, envs 1 and 3 12-step ones: 7 episodes are 1, 2, 2 and 2 of them."""
+    env = make_vec_env(TWO_SPEED_ENV, 4)
+    try:
+        _, lengths = evaluate_policy(build_model((1,), 2, "a2c"), env, n_episodes=7, seed=0, device=torch.device("cpu"))
+    finally:
+        env.close()
+    assert sorted(lengths) == [2, 2, 2, 12, 12, 12, 12]
 
 
 class ActionRewardEnv(gym.Env):

@@ -216,3 +216,15 @@ def test_runs_of_other_seeds_stay_out_of_the_report_plot_and_table(tmp_path) -> 
     assert [r.name for r in evaluated_runs(tmp_path)] == ["a2c_seed-0", "a2c_seed-100"]
     assert [r.name for r in evaluated_runs(tmp_path, seeds=(200, 300))] == ["a2c_seed-200"]  # the Appendix's
     assert "last/a2c_seed-200" not in measure(tmp_path, None)
+
+
+def test_the_results_table_lists_the_report_runs_in_report_order_then_the_others_by_name(tmp_path) -> None:
+    from rlhelpers.report.results import evaluated_runs
+
+    for rec in (record("task1", 0, points([1.0]), "pg1"), record("task2", 0, points([1.0])),
+                record("a2c", 100, points([1.0])), record("a2c", 0, points([1.0]), "a2chp"),
+                record("a2c", 0, points([1.0])), record("task1", 100, [])):
+        (tmp_path / rec["run_name"]).mkdir()
+        (tmp_path / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
+    assert [r.name for r in evaluated_runs(tmp_path)] == [
+        "a2c_seed-0", "a2c_seed-100", "task2_seed-0", "a2c-a2chp_seed-0", "task1-pg1_seed-0"]

@@ -66,7 +66,7 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     train(cartpole(tmp_path, 2_000), show_progress=False)
     train(cartpole(tmp_path, 3_000), show_progress=False)
     record = read_run(tmp_path / "task1_seed-0")
-    assert (record.name, record.label, record.seed, record.variant) == ("task1_seed-0", "task1", 0, "")
+    assert (record.name, record.label, record.seed, record.config["variant"]) == ("task1_seed-0", "task1", 0, "")
     first, second = record.provenance
     assert (first["start_step"], second["start_step"]) == (0, 2_000)
     for key in ("rlhelpers", "torch", "gymnasium", "ale_py", "numpy", "python", "device_name", "cpu_count"):

@@ -43,7 +43,7 @@ def test_the_difference_of_two_small_arms_matches_the_exact_bootstrap() -> None:
     # x resampled: mean 0 (1/4), 1 (1/2), 2 (1/4); y is constant: the 2.5% and 97.5% points are 0 and 2
     found = difference([0.0, 2.0], [0.0])
     assert (found.delta, found.low, found.high, found.p_greater) == (1.0, 0.0, 2.0, 0.5)
-    assert not found.above_zero
+    assert not Prediction("x", "y", above=True).holds(found)  # an interval from 0 does not lie above 0
 
 
 def test_the_interval_holds_95_percent_of_the_exact_bootstrap_distribution() -> None:
@@ -59,7 +59,7 @@ def test_the_interval_holds_95_percent_of_the_exact_bootstrap_distribution() -> 
 
 
 def test_separated_arms_lie_above_zero_and_equal_ones_do_not() -> None:
-    assert difference([5.0, 6.0, 7.0, 8.0, 9.0], [-3.0, -2.0, 0.0, 1.0, 2.0]).above_zero
+    assert Prediction("x", "y", above=True).holds(difference([5.0, 6.0, 7.0, 8.0, 9.0], [-3.0, -2.0, 0.0, 1.0, 2.0]))
     same = difference([1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0, 3.0, 4.0, 5.0])
     assert same.low < 0 < same.high and same.p_greater == pytest.approx(10 / 25)
 

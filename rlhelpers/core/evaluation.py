@@ -15,15 +15,6 @@ from gymnasium.vector import VectorEnv
 from rlhelpers.core.networks import ActorCritic, sample_actions
 
 
-def episode_targets(n_episodes: int, n_envs: int) -> np.ndarray:
-    """Episodes each env must finish so that the total is ``n_episodes`` and counts differ by at most one.
-
-    Fixing the count per env in advance (rather than taking the first episodes to finish) keeps
-    the sample from favouring short episodes.
-    """
-    return np.array([(n_episodes + i) // n_envs for i in range(n_envs)])
-
-
 @torch.inference_mode()
 def evaluate_policy(
     model: ActorCritic,
@@ -35,10 +26,12 @@ def evaluate_policy(
 ) -> tuple[list[float], list[int]]:
     """Play ``n_episodes`` complete episodes with actions sampled from pi(.|s); return true scores and lengths.
 
-    ``env`` must be an env from ``make_vec_env``; it is reset with ``seed``. Episodes are counted
-    per env up to ``episode_targets``, in the order they finish; ``on_episode`` is called after each.
+    ``env`` must be an env from ``make_vec_env``; it is reset with ``seed``. Each env finishes a number of
+    episodes fixed in advance, so that the total is ``n_episodes`` and the counts differ by at most one (the
+    later envs take the extra ones): taking the first episodes to finish would favour short episodes. They
+    are counted in the order they finish; ``on_episode`` is called after each.
     """
-    targets = episode_targets(n_episodes, env.num_envs)
+    targets = np.array([(n_episodes + i) // env.num_envs for i in range(env.num_envs)])
     counts = np.zeros(env.num_envs, dtype=np.int64)
     returns, lengths = [], []
     obs, _ = env.reset(seed=seed)

@@ -205,7 +205,8 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
         analysed = {s["run"] for s in every["snapshots"].values() if s["step"] > 0}
         labels = [parse_run_name(run)[0] for run in analysed]
         found.update({f"seeds/analysed/{label}": labels.count(label) for label in set(labels)})
-    budgets = {record.config.get("total_timesteps") for record in records.values() if not record.variant}
+    # the report runs' budget: a run with a variant is the ablation's (one saved before variants existed has none)
+    budgets = {record.config.get("total_timesteps") for record in records.values() if not record.config.get("variant")}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     lr = {record.label: record.config.get("lr") for record in records.values()}
     found["lr_ratio"] = lr["task1"] / lr["a2c"] if lr.get("task1") and lr.get("a2c") else None

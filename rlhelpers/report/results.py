@@ -21,15 +21,12 @@ from rlhelpers.runner.tracking import run_url
 MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
 
 
-def _run_order(name: str) -> tuple[int, str]:
-    order = expected_runs()
-    return (order.index(name), "") if name in order else (len(order), name)
-
-
 def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[RunRecord]:
     """The record of every run of ``seeds`` (the report's) under ``runs_dir`` with at least one evaluation: the
-    rows of the report's tables, in report order (runs of other seeds by name)."""
-    return sorted((r for r in read_runs(runs_dir, seeds) if r.evaluations), key=lambda r: _run_order(r.name))
+    rows of the report's tables, in report order (runs of other seeds after them, by name)."""
+    order = expected_runs()
+    return sorted((r for r in read_runs(runs_dir, seeds) if r.evaluations),
+                  key=lambda r: (order.index(r.name) if r.name in order else len(order), r.name))
 
 
 def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_entity: str | None = None) -> str:

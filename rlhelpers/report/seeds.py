@@ -58,20 +58,14 @@ class Difference:
     high: float
     p_greater: float
 
-    @property
-    def above_zero(self) -> bool:
-        """Whether the whole interval lies above 0."""
-        return self.low > 0
 
-
-def difference(x: Sequence[float], y: Sequence[float], resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
-               level: float = 0.95) -> Difference:
+def difference(x: Sequence[float], y: Sequence[float], seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> Difference:
     """Δ(X, Y) of the seed scores ``x`` and ``y`` with its ``level`` percentile-bootstrap interval: each of
-    ``resamples`` draws resamples each arm's seeds with replacement (a generator seeded with ``seed``)."""
+    ``RESAMPLES`` draws resamples each arm's seeds with replacement (a generator seeded with ``seed``)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     rng = np.random.default_rng(seed)
-    deltas = (rng.choice(x, size=(resamples, len(x))).mean(axis=1)
-              - rng.choice(y, size=(resamples, len(y))).mean(axis=1))
+    deltas = (rng.choice(x, size=(RESAMPLES, len(x))).mean(axis=1)
+              - rng.choice(y, size=(RESAMPLES, len(y))).mean(axis=1))
     low, high = np.quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
     return Difference(float(x.mean() - y.mean()), float(low), float(high),
                       float(np.mean(x[:, None] > y[None, :])))
@@ -86,7 +80,7 @@ class Prediction:
     above: bool
 
     def holds(self, found: Difference) -> bool:
-        return found.above_zero == self.above
+        return (found.low > 0) == self.above  # whether the whole interval lies above 0
 
     @property
     def key(self) -> str:
@@ -99,33 +93,27 @@ PREDICTIONS = (Prediction("a2c", "task1", True), Prediction("task1-pg1", "task1"
                Prediction("a2c", "task1-pg1", False))
 
 
-def arms(predictions: Sequence[Prediction]) -> tuple[str, ...]:
-    """The arms that ``predictions`` compare, in the order they first name them: a five-seed section's arms."""
-    return tuple(dict.fromkeys(arm for prediction in predictions for arm in (prediction.x, prediction.y)))
+# The pg_coef ablation's arms, those its five-seed predictions compare in the order they first name them: A2C,
+# task1, and task1 with A2C's actor weight.
+ABLATION_ARMS = tuple(dict.fromkeys(arm for prediction in PREDICTIONS for arm in (prediction.x, prediction.y)))
 
 
-# The pg_coef ablation's arms, those its five-seed predictions compare: A2C, task1, and task1 with A2C's actor weight.
-ABLATION_ARMS = arms(PREDICTIONS)
+def arm_runs(runs_dir: str | Path) -> dict[str, list[RunRecord]]:
+    """The evaluated runs of each of ``ABLATION_ARMS`` with the seeds of ``FIVE_SEEDS`` in ``runs_dir``, by seed."""
+    return runs_by_label(read_runs(runs_dir, FIVE_SEEDS), ABLATION_ARMS)
 
 
-def arm_runs(runs_dir: str | Path, predictions: Sequence[Prediction]) -> dict[str, list[RunRecord]]:
-    """The evaluated runs of each arm of ``predictions`` with the seeds of ``FIVE_SEEDS`` in ``runs_dir``, by seed."""
-    return runs_by_label(read_runs(runs_dir, FIVE_SEEDS), arms(predictions))
-
-
-def measure_seeds(runs_dir: str | Path, target: float = 18.0,
-                  predictions: Sequence[Prediction] = PREDICTIONS) -> dict[str, Any]:
+def measure_seeds(runs_dir: str | Path, target: float = 18.0) -> dict[str, Any]:
     """What the five-seed section cites, by key: ``score/<run>`` (S, None before it gets there),
     ``scored/<arm>`` (how many seeds have S), ``passed/<arm>`` (how many seeds' evaluations exceeded
     ``target``), ``pass/<arm>`` (the range of their first steps above it) and ``training/<arm>`` (how many
-    seeds are not finished yet), for each arm of ``predictions``; and per prediction of x over y, once both arms
-    have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ), ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>``
-    (P(X > Y)) and ``holds/<x>/<y>``."""
-    return _measure_arms(arm_runs(runs_dir, predictions), target, predictions)
+    seeds are not finished yet), for each of ``ABLATION_ARMS``; and per prediction of ``PREDICTIONS``, x over y,
+    once both arms have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ), ``interval/<x>/<y>`` (low,
+    high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
+    return _measure_arms(arm_runs(runs_dir), target)
 
 
-def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
-                  predictions: Sequence[Prediction]) -> dict[str, Any]:
+def _measure_arms(runs: dict[str, list[RunRecord]], target: float) -> dict[str, Any]:
     """``measure_seeds`` of the runs of each arm, already read."""
     found: dict[str, Any] = {}
     scores: dict[str, list[float]] = {}
@@ -135,7 +123,7 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
         passes = [step for step in (r.first_step_above(target) for r in records) if step is not None]
         found.update({f"scored/{arm}": len(scores[arm]), f"passed/{arm}": len(passes), f"pass/{arm}": span(passes),
                       f"training/{arm}": sum(not r.finished() for r in records)})
-    for prediction in predictions:
+    for prediction in PREDICTIONS:
         if all(len(scores[arm]) == len(FIVE_SEEDS) for arm in (prediction.x, prediction.y)):
             result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
             found.update({f"delta/{key}": result.delta, f"interval/{key}": (result.low, result.high),
@@ -143,14 +131,13 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
     return found
 
 
-def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: float = 18.0,
-               predictions: Sequence[Prediction] = PREDICTIONS) -> Figure:
-    """The five-seed section's figure of ``predictions``' arms: (a-c) each arm's seeds (thin; × where one stopped
+def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: float = 18.0) -> Figure:
+    """The five-seed section's figure of ``ABLATION_ARMS``: (a-c) each arm's seeds (thin; × where one stopped
     above ``target``) and their mean (thick), the score window shaded; (d) each seed's score S and the arm's mean;
     (e) Δ of each prediction with its 95% bootstrap interval and P(X > Y), once both of its arms have all five
     seeds."""
-    runs = arm_runs(runs_dir, predictions)
-    found = _measure_arms(runs, target, predictions)
+    runs = arm_runs(runs_dir)
+    found = _measure_arms(runs, target)
     fig = plt.figure(figsize=(11, 7.6))
     grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
     curves = [fig.add_subplot(grid[0, 2 * i:2 * i + 2]) for i in range(len(runs))]
@@ -168,7 +155,7 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs, found)
-    _draw_differences(fig.add_subplot(grid[1, 3:]), found, predictions)
+    _draw_differences(fig.add_subplot(grid[1, 3:]), found)
     save_figure(fig, out, dpi=120, bottom=0.04, caption=(
         f"Thin: each seed; thick: their mean. Shaded: the steps that S averages (0 to {SCORE_UNTIL / 1e6:.1f}M). "
         f"Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; P: the share of seed pairs in "
@@ -200,8 +187,9 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
         if arm:
             ax.hlines(np.mean([s for s, _ in arm]), i - 0.15, i + 0.15, color=f"C{i}", linewidth=2)
         for side in (0, 1):  # labels alternate sides, and on each side close ones move up to stay readable
-            labelled = arm[side::2]
-            for (_, seed), y in zip(labelled, _spread([s for s, _ in labelled], gap), strict=True):
+            labelled = arm[side::2]  # placed at its score, or ``gap`` above the label below
+            ys = accumulate((s for s, _ in labelled), lambda below, y: max(y, below + gap))
+            for (_, seed), y in zip(labelled, ys, strict=True):
                 ax.text(i + (0.2 if side else -0.2), y, str(seed), ha="left" if side else "right",
                         va="center", fontsize=7)
     ax.set_xticks(range(len(runs)), list(runs))
@@ -211,14 +199,9 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
     ax.grid(alpha=0.3, axis="y")
 
 
-def _spread(ys: Sequence[float], gap: float) -> list[float]:
-    """Positions for labels of the ascending ``ys``: each at its value, or ``gap`` above the one below."""
-    return list(accumulate(ys, lambda below, y: max(y, below + gap)))
-
-
-def _draw_differences(ax: Axes, found: dict[str, Any], predictions: Sequence[Prediction]) -> None:
-    for row, prediction in enumerate(predictions):
-        y = len(predictions) - 1 - row
+def _draw_differences(ax: Axes, found: dict[str, Any]) -> None:
+    for row, prediction in enumerate(PREDICTIONS):
+        y = len(PREDICTIONS) - 1 - row
         key = prediction.key
         if f"delta/{key}" not in found:
             ax.text(0.5, y, "waiting for all five seeds of both arms", ha="center", va="center", fontsize=8,
@@ -231,8 +214,8 @@ def _draw_differences(ax: Axes, found: dict[str, Any], predictions: Sequence[Pre
         ax.annotate(f"P = {found[f'p/{key}']:.2f}; prediction {row + 1} {verdict}", (delta, y), xytext=(0, 9),
                     textcoords="offset points", ha="center", fontsize=8)
     ax.axvline(0, color="0.3", linewidth=0.8)
-    ax.set_yticks(range(len(predictions)), [f"Δ({p.x}, {p.y})" for p in reversed(predictions)])
-    ax.set_ylim(-0.6, len(predictions) - 0.4)
+    ax.set_yticks(range(len(PREDICTIONS)), [f"Δ({p.x}, {p.y})" for p in reversed(PREDICTIONS)])
+    ax.set_ylim(-0.6, len(PREDICTIONS) - 0.4)
     ax.set_xlabel("difference of mean scores S")
     ax.set_title("(e) the predictions: Δ with its 95% interval", fontsize=10)
     ax.grid(alpha=0.3, axis="x")

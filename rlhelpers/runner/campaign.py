@@ -37,7 +37,7 @@ from rlhelpers.runner.console import progress_bar, say
 from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
 from rlhelpers.runner.records import Evaluation, RunRecord, read_run, run_dirs
-from rlhelpers.runner.runlock import RunLock
+from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.stopping import StopRequest
 
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
@@ -53,10 +53,9 @@ def campaign_runs(arms: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT
     return [CampaignRun(*parse_arm(arm), seed) for seed in seeds for arm in arms]
 
 
-def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = None,
-                      cpus: int | None = None) -> tuple[int, int]:
+def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = None) -> tuple[int, int]:
     """Runs trained at once and torch threads per run (0: the trainer's own choice) for ``n_runs`` runs on
-    ``device``, with ``cpus`` usable cores (default: this process's, ``usable_cpus``); a given ``parallel`` is kept.
+    ``device``, with this process's usable cores (``usable_cpus``); a given ``parallel`` is kept.
 
     On a CPU, one run per core, the cores shared out among the runs: two runs on 2 cores, one torch thread each,
     train faster together than one run with both (bench/results.md). With a GPU (CUDA or MPS), one run per 2 cores,
@@ -64,7 +63,7 @@ def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = 
     measured: ``bench/gpu_check.sh`` measures the campaign's combined rate with K runs at once."""
     if parallel is not None and parallel < 1:
         raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
-    cpus = usable_cpus() if cpus is None else cpus
+    cpus = usable_cpus()
     if parallel is None:
         parallel = max(1, min(cpus if device.type == "cpu" else cpus // 2, n_runs))
     return parallel, max(1, cpus // parallel) if device.type == "cpu" and parallel > 1 else 0
@@ -76,19 +75,12 @@ class RunStatus:
 
     run_name: str
     steps: int
-    total_timesteps: int | None
     last: Evaluation | None  # the newest evaluation
     best: Evaluation | None  # the evaluation of the highest mean return
-    steps_per_s: float | None
+    steps_per_s: float | None  # over the last RATE_WINDOW_S of its records
+    eta_s: float | None  # seconds to the budget at that rate, while the run is running
     state: str
     over: bool  # done: its budget spent, or stopped early above its stop return (``RunRecord.finished``)
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds to the budget at the recent rate, while the run is running."""
-        if self.state != "running" or not self.steps_per_s or self.total_timesteps is None:
-            return None
-        return max(self.total_timesteps - self.steps, 0) / self.steps_per_s
 
 
 def _recent_rate(metrics: list[dict[str, Any]]) -> float | None:
@@ -124,8 +116,9 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
         state = "paused"
     else:
         state = "not started"
-    return RunStatus(path.name, steps, total, record.last, record.best, _recent_rate(metrics), state,
-                     over and state != "running")
+    rate = _recent_rate(metrics)
+    eta = max(total - steps, 0) / rate if state == "running" and rate and total is not None else None
+    return RunStatus(path.name, steps, record.last, record.best, rate, eta, state, over and state != "running")
 
 
 def status_table(runs_dir: str | Path) -> str:
@@ -176,8 +169,7 @@ def _ready_runs(queue: list[CampaignRun], config: TrainConfig, told: set[str], h
             ready.append(run)
         elif run.name not in told and (owner := RunLock(path).live_owner()) is not None:
             told.add(run.name)
-            say(f"{run.name}: trained by another process (host {owner.get('host')}, pid {owner.get('pid')}); "
-                f"{held_note}")
+            say(f"{run.name}: trained by another process ({holder(owner)}); {held_note}")
     return ready
 
 
@@ -249,8 +241,8 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
         owner = lock.live_owner()
         if owner is None:
             raise
-        print(f"a campaign is already running on {runs_dir} (host {owner.get('host')}, pid {owner.get('pid')}); "
-              "`python -m rlhelpers status` shows its runs")
+        print(f"a campaign is already running on {runs_dir} ({holder(owner)}); `python -m rlhelpers status` shows its "
+              "runs")
         return _outcome(config, runs, [], None)
     names = [run.name for run in runs]
     queue = list(runs)

@@ -40,21 +40,17 @@ class TrainJob(submitit.helpers.Checkpointable):
         try:
             while (code := self.process.poll()) is None:
                 time.sleep(1.0)
-        finally:  # a cancelled job (SIGINT in submitit's local jobs) stops its run
-            self._stop_run()
+        finally:  # a cancelled job (SIGINT in submitit's local jobs) stops its run (it checkpoints on SIGTERM)
+            stop_training([self.process])
         if code != 0:
             raise RLHelpersError(f"{self.run.name} ended with exit code {code}: see "
                                  f"{Path(self.runs_dir) / self.run.name / TRAIN_LOG}")
         return code
 
-    def _stop_run(self) -> None:
-        """Stop the training if it still runs (it checkpoints on SIGTERM) and wait for it."""
-        if self.process is not None:
-            stop_training([self.process])
-
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
-        """Time limit or preemption: stop the training, then requeue a fresh job."""
-        self._stop_run()
+        """Time limit or preemption: stop the training if it runs (it checkpoints on SIGTERM), then requeue a
+        fresh job."""
+        stop_training([self.process] if self.process is not None else [])
         return submitit.helpers.DelayedSubmission(TrainJob(self.run, self.runs_dir, self.train_args))
 
 

@@ -26,7 +26,7 @@ from rlhelpers.core.evaluation import evaluation_metrics
 from rlhelpers.runner.config import check_choice
 from rlhelpers.runner.files import HISTORY_FILE
 from rlhelpers.runner.records import RunRecord, read_run, run_dirs
-from rlhelpers.runner.runlock import RunLock
+from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run, logged_keys, project_url
 
 PUBLISH_MODES = ("online", "offline")
@@ -121,8 +121,7 @@ def publish_runs(runs_dir: str | Path, mode: str = "online", project: str | None
     for path in runs:
         owner = RunLock(path).live_owner()
         if owner is not None:
-            print(f"{path.name}: skipped, it is being trained (host {owner.get('host')}, pid {owner.get('pid')}); "
-                  "publish it once it stops")
+            print(f"{path.name}: skipped, it is being trained ({holder(owner)}); publish it once it stops")
             continue
         result = publish_run(path, mode, project, entity)
         published.append(result)

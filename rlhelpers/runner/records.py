@@ -72,11 +72,6 @@ class RunRecord:
                    provenance=tuple(data.get("provenance") or []), wandb_run_id=data.get("wandb_run_id"))
 
     @property
-    def variant(self) -> str:
-        """The run's variant, "" for none (and for runs saved before variants existed)."""
-        return self.config.get("variant") or ""
-
-    @property
     def label(self) -> str:
         """What the run is a seed of: its algorithm, or ``<algo>-<variant>`` (its name without the seed)."""
         return parse_run_name(self.name)[0]

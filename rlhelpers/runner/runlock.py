@@ -79,8 +79,13 @@ def _age(owner: dict) -> float:
     return time.time() - float(owner.get("heartbeat", 0.0))
 
 
+def holder(owner: dict) -> str:
+    """How messages name the process of a lock record: ``host <host>, pid <pid>``."""
+    return f"host {owner.get('host')}, pid {owner.get('pid')}"
+
+
 def _describe(owner: dict) -> str:
-    return f"host {owner.get('host')}, pid {owner.get('pid')}, last heartbeat {_age(owner):.0f} s ago"
+    return f"{holder(owner)}, last heartbeat {_age(owner):.0f} s ago"
 
 
 class RunLock:

@@ -175,15 +175,11 @@ class Tracker:
         self.mode = config["wandb_mode"]
         self.run = None if self.mode == "disabled" else init_run(
             config["wandb_project"], config["wandb_entity"], name, run_id, config, self.mode)
+        self.url: str | None = self.run.url if self.mode == "online" else None  # the run's web address, online only
         where = self.url if self.mode == "online" else "disabled" if self.run is None else (
             f"OFFLINE{'' if has_wandb_key() else ' (no API key found)'}, nothing is uploaded now; its files: "
             f"{Path(self.run.dir).parent}; to publish later: `{publish_command(runs_dir)}`")
         print(f"{name}: {Path(runs_dir, name)}; W&B: {where}", file=sys.stderr)
-
-    @property
-    def url(self) -> str | None:
-        """Web address of the run (None offline or disabled)."""
-        return self.run.url if self.mode == "online" else None
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         """Log ``metrics`` at environment step ``step`` (to W&B and to the local metrics log)."""
