@@ -96,6 +96,7 @@ def test_campaign_trains_all_runs_skips_finished_and_waits_for_held_ones(tmp_pat
     assert main(args) == 0
     releasing.join()
     out = capsys.readouterr().out
+    assert out.startswith("campaign: 6 runs, 2 at a time on cpu (")  # the device the runs got, said first
     assert f"a2c_seed-0: trained by another process (host {socket.gethostname()}, pid {live_pid}); waiting" in out
     assert untouched_while_held == [True]
     assert "a2c_seed-0: started" in out  # the released run is trained now

@@ -36,6 +36,7 @@ from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, parse_arm,
 from rlhelpers.runner.console import progress_bar, say
 from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
+from rlhelpers.runner.provenance import device_name
 from rlhelpers.runner.records import Evaluation, RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.stopping import StopRequest
@@ -311,4 +312,5 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, para
         submit_runs(config, train_args, _ready_runs(list(runs), config, set(), "left alone"), parallel=parallel,
                     **slurm)
         return 0
+    say(f"campaign: {len(runs)} runs, {runs_at_once} at a time on {device} ({device_name(device)})")
     return run_campaign(config, train_args, runs_at_once, runs=runs, show_progress=show_progress)

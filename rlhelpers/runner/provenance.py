@@ -37,6 +37,11 @@ def git_commit(path: Path = PACKAGE_DIR) -> tuple[str | None, bool | None]:
     return commit, bool(changes)
 
 
+def device_name(device: torch.device) -> str:
+    """What trains on ``device``: the GPU's name on CUDA, else the CPU's model (``cpu_model``)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+
+
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo, else what ``platform`` knows."""
     try:
@@ -63,7 +68,7 @@ def session_provenance(device: torch.device, env_threads: int, start_step: int) 
         "ale_py": _version("ale-py"),
         "numpy": _version("numpy"),
         "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model(),
+        "device_name": device_name(device),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "env_threads": env_threads,
