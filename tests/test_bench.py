@@ -34,11 +34,15 @@ def test_the_gpu_table_has_every_row_and_projects_the_six_report_runs() -> None:
     names = [row.name for row in table]
     for what in ("env ceiling", "reference design", "rlhelpers a2c, auto settings", "rlhelpers task2, auto settings",
                  "1 env group", "ALE thread", "pinned memory + non_blocking uploads", "re-forward the rollout",
-                 "evaluation: 30 envs", "campaign: 2 runs at once"):
+                 "TF32 convolutions", "evaluation: 30 envs", "campaign: 2 runs at once"):
         assert any(name.startswith("2 cores (Colab): ") and what in name for name in names), what
     assert any(name.endswith("(all): campaign: 6 runs at once") for name in names)
     report = gpu.render(table, {"gpu": "a GPU"}, "command", ["cuda tests: 9 passed"], 1, 4.0)
     assert "| cuda tests | 9 passed | |" in report and "1.00x reference" in report and "1.00x one a2c run" in report
+    for choice in ("1 env group", "1 ALE thread", "pinned memory", "re-forward", "TF32"):  # each against the auto row
+        prefix = f"| 2 cores (Colab): rlhelpers a2c, {choice}"
+        (line,) = [line for line in report.splitlines() if line.startswith(prefix)]
+        assert "1.00x auto settings" in line, line
     history = json.loads((ROOT / "runs" / "a2c_seed-0" / "eval_history.json").read_text())["history"]
     eval_s = sum(max(e["lengths"]) for e in history) * 30 / 3_000.0  # one episode on each of 30 envs
     expected = (history[-1]["step"] / 1_000.0 + eval_s) / 3600
