@@ -201,6 +201,7 @@ def test_the_campaign_chooses_by_the_device_its_runs_use_not_by_whether_cuda_is_
     shared out), and the default device trains several at once on the GPU; the usable cores are the process's
     (its affinity mask), not the machine's. Nothing is trained: the campaign's choice is captured."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a GPU")  # named by the first line
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     chosen = []
