@@ -14,6 +14,7 @@ import pytest
 from rlhelpers.report import claims
 from rlhelpers.report.plotting import algo_curve
 from rlhelpers.report.seeds import (
+    EQUAL_HP_PREDICTIONS,
     FIVE_SEEDS,
     PREDICTIONS,
     Prediction,
@@ -43,7 +44,7 @@ def test_the_difference_of_two_small_arms_matches_the_exact_bootstrap() -> None:
     # x resampled: mean 0 (1/4), 1 (1/2), 2 (1/4); y is constant: the 2.5% and 97.5% points are 0 and 2
     found = difference([0.0, 2.0], [0.0])
     assert (found.delta, found.low, found.high, found.p_greater) == (1.0, 0.0, 2.0, 0.5)
-    assert not Prediction("x", "y", above=True).holds(found)  # an interval from 0 does not lie above 0
+    assert not Prediction(1, "x", "y", above=True).holds(found)  # an interval from 0 does not lie above 0
 
 
 def test_the_interval_holds_95_percent_of_the_exact_bootstrap_distribution() -> None:
@@ -59,7 +60,8 @@ def test_the_interval_holds_95_percent_of_the_exact_bootstrap_distribution() -> 
 
 
 def test_separated_arms_lie_above_zero_and_equal_ones_do_not() -> None:
-    assert Prediction("x", "y", above=True).holds(difference([5.0, 6.0, 7.0, 8.0, 9.0], [-3.0, -2.0, 0.0, 1.0, 2.0]))
+    separated = difference([5.0, 6.0, 7.0, 8.0, 9.0], [-3.0, -2.0, 0.0, 1.0, 2.0])
+    assert Prediction(1, "x", "y", above=True).holds(separated)
     same = difference([1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0, 3.0, 4.0, 5.0])
     assert same.low < 0 < same.high and same.p_greater == pytest.approx(10 / 25)
 
@@ -113,7 +115,7 @@ def test_no_prediction_is_judged_before_both_arms_have_five_seeds(tmp_path) -> N
 
 
 def test_a_prediction_that_says_not_above_holds_only_when_the_interval_reaches_zero() -> None:
-    not_slower = Prediction("a2c", "task1-pg1", above=False)
+    not_slower = Prediction(3, "a2c", "task1-pg1", above=False)
     assert not_slower.holds(difference([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]))
     assert not not_slower.holds(difference([10.0, 11.0, 12.0], [1.0, 2.0, 3.0]))
 
@@ -170,3 +172,22 @@ def test_the_seed_labels_of_close_scores_do_not_overlap(tmp_path) -> None:
     labels = [t.get_window_extent() for t in scores.texts if t.get_text().isdigit()]
     assert len(labels) == 15
     assert not [(a, b) for a, b in itertools.combinations(labels, 2) if a.overlaps(b)]
+
+
+def test_the_equal_hyperparameters_section_compares_its_own_arms_and_numbers_its_predictions(tmp_path) -> None:
+    equal_hp = [19.0, 19.0, 19.0, 2.0, 19.0]
+    write_runs(tmp_path, {**FINALS, "task1-a2chp": equal_hp})
+    found = measure_seeds(tmp_path, predictions=EQUAL_HP_PREDICTIONS)
+    assert (found["scored/task1-a2chp"], found["passed/task1-a2chp"]) == (5, 4)
+    assert "passed/task1-pg1" not in found and "delta/a2c/task1" not in found  # the ablation's are its own
+    expected = difference([(f - 20) / 2 for f in equal_hp], [(f - 20) / 2 for f in FINALS["task1"]])
+    assert found["delta/task1-a2chp/task1"] == pytest.approx(expected.delta)
+    assert found["holds/task1-a2chp/task1"] == EQUAL_HP_PREDICTIONS[1].holds(expected)
+    cited = claims.measure(tmp_path, None)
+    assert {key: cited[f"equal_hp/{key}"] for key in found} == found
+    fig = plot_seeds(tmp_path, predictions=EQUAL_HP_PREDICTIONS)
+    assert [ax.get_title().split(":")[0] for ax in fig.axes[:3]] == ["(a) a2c", "(b) task1-a2chp", "(c) task1"]
+    assert [t.get_text() for t in fig.axes[4].get_yticklabels()] == ["Δ(task1-a2chp, task1)", "Δ(a2c, task1-a2chp)"]
+    assert sorted(t.get_text().split("; ")[1] for t in fig.axes[4].texts) == [
+        f"prediction 4 {'holds' if found['holds/a2c/task1-a2chp'] else 'refuted'}",
+        f"prediction 5 {'holds' if found['holds/task1-a2chp/task1'] else 'refuted'}"]

@@ -19,13 +19,15 @@ import numpy as np
 
 from rlhelpers.core.evaluation import mean_and_sem
 from rlhelpers.report.plotting import algo_curve, held_returns, runs_by_label
-from rlhelpers.report.seeds import ABLATION_ARMS, measure_seeds, span
+from rlhelpers.report.seeds import ABLATION_ARMS, EQUAL_HP_PREDICTIONS, PREDICTIONS, arms, measure_seeds, span
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
 
 # The report's pairs: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of one algorithm.
 TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
 SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
+# Every arm that a five-seed section compares: the ablation's and the equal-hyperparameters section's.
+FIVE_SEED_ARMS = arms((*PREDICTIONS, *EQUAL_HP_PREDICTIONS))
 SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
 STEP = "M"  # environment steps in millions: 7.2M
 
@@ -131,7 +133,7 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
         "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
         "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
         "variance_ratio": span(v["sampled_over_all_action_batch"] for v in variance),
-        **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a, b in permutations(ABLATION_ARMS, 2)},
+        **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a, b in permutations(FIVE_SEED_ARMS, 2)},
         **{f"advantage/{label}": span(s["advantage_scale"]["advantage_rms"] for lab, _, s in trained if lab == label)
            for label in {label for label, _, _ in trained}},
         "error_over_spread": span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
@@ -171,7 +173,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
       between two seeds of one algorithm at the same steps, and the standard error of one gap;
     - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
       ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
-      gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``ABLATION_ARMS``: a's actor-term
+      gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``FIVE_SEED_ARMS``: a's actor-term
       gradient on the policy head over b's, same seed and step), ``advantage/<label>`` (the size of the
       advantage its actor follows; a variant's too), ``error_over_spread`` (task1's critic error over its
       action spread), ``encoder_critic_over_actor/<algo>``, ``eps_share/<algo>`` (share of policy-head
@@ -182,7 +184,8 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
     - ``seeds/...``: the five-seed section's figures, ``measure_seeds`` of the runs of all five seeds
       (``seeds/passed/<arm>``, ``seeds/interval/<x>/<y>``, ...), and given the five-seed runs' gradient
       analysis ``seeds_analysis``, the gradient facts over the snapshots of both analyses
-      (``seeds/variance_ratio``, ...) with ``seeds/analysed/<label>``, how many runs of each label they cover.
+      (``seeds/variance_ratio``, ...) with ``seeds/analysed/<label>``, how many runs of each label they cover;
+    - ``equal_hp/...``: the equal-hyperparameters section's, ``measure_seeds`` of ``EQUAL_HP_PREDICTIONS``.
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
@@ -199,6 +202,8 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
     found.update(_pair_gaps(records))
     found.update(_gradient_facts(analysis))
     found.update({f"seeds/{key}": value for key, value in measure_seeds(runs_dir, target).items()})
+    found.update({f"equal_hp/{key}": value
+                  for key, value in measure_seeds(runs_dir, target, EQUAL_HP_PREDICTIONS).items()})
     if seeds_analysis is not None:
         every = merged_analysis(analysis, seeds_analysis)
         found.update({f"seeds/{key}": value for key, value in _gradient_facts(every).items()})

@@ -73,8 +73,10 @@ def difference(x: Sequence[float], y: Sequence[float], seed: int = BOOTSTRAP_SEE
 
 @dataclass(frozen=True)
 class Prediction:
-    """Δ(x, y)'s interval lies above 0 (``above``), or, when not ``above``, it does not lie entirely above 0."""
+    """Prediction ``number`` of the report: Δ(x, y)'s interval lies above 0 (``above``), or, when not ``above``, it
+    does not lie entirely above 0."""
 
+    number: int
     x: str
     y: str
     above: bool
@@ -89,31 +91,41 @@ class Prediction:
 
 # The section's predictions, fixed before the runs: A2C faster than task1; task1 with pg_coef 1.0 faster than
 # task1; task1 with pg_coef 1.0 not slower than A2C.
-PREDICTIONS = (Prediction("a2c", "task1", True), Prediction("task1-pg1", "task1", True),
-               Prediction("a2c", "task1-pg1", False))
+PREDICTIONS = (Prediction(1, "a2c", "task1", True), Prediction(2, "task1-pg1", "task1", True),
+               Prediction(3, "a2c", "task1-pg1", False))
+# The equal-hyperparameters section's, fixed before its runs: task1 at A2C's lr and coefficients (the variant
+# a2chp) is not slower than A2C, and is faster than task1 at the course's hyperparameters.
+EQUAL_HP_PREDICTIONS = (Prediction(4, "a2c", "task1-a2chp", False), Prediction(5, "task1-a2chp", "task1", True))
 
 
-# The pg_coef ablation's arms, those its five-seed predictions compare in the order they first name them: A2C,
-# task1, and task1 with A2C's actor weight.
-ABLATION_ARMS = tuple(dict.fromkeys(arm for prediction in PREDICTIONS for arm in (prediction.x, prediction.y)))
+def arms(predictions: Sequence[Prediction]) -> tuple[str, ...]:
+    """The arms that ``predictions`` compare, in the order they first name them."""
+    return tuple(dict.fromkeys(arm for prediction in predictions for arm in (prediction.x, prediction.y)))
 
 
-def arm_runs(runs_dir: str | Path) -> dict[str, list[RunRecord]]:
-    """The evaluated runs of each of ``ABLATION_ARMS`` with the seeds of ``FIVE_SEEDS`` in ``runs_dir``, by seed."""
-    return runs_by_label(read_runs(runs_dir, FIVE_SEEDS), ABLATION_ARMS)
+# The pg_coef ablation's arms: A2C, task1, and task1 with A2C's actor weight.
+ABLATION_ARMS = arms(PREDICTIONS)
 
 
-def measure_seeds(runs_dir: str | Path, target: float = 18.0) -> dict[str, Any]:
+def arm_runs(runs_dir: str | Path, predictions: Sequence[Prediction] = PREDICTIONS) -> dict[str, list[RunRecord]]:
+    """The evaluated runs of each arm of ``predictions`` with the seeds of ``FIVE_SEEDS`` in ``runs_dir``, by
+    seed."""
+    return runs_by_label(read_runs(runs_dir, FIVE_SEEDS), arms(predictions))
+
+
+def measure_seeds(runs_dir: str | Path, target: float = 18.0,
+                  predictions: Sequence[Prediction] = PREDICTIONS) -> dict[str, Any]:
     """What the five-seed section cites, by key: ``score/<run>`` (S, None before it gets there),
     ``scored/<arm>`` (how many seeds have S), ``passed/<arm>`` (how many seeds' evaluations exceeded
     ``target``), ``pass/<arm>`` (the range of their first steps above it) and ``training/<arm>`` (how many
-    seeds are not finished yet), for each of ``ABLATION_ARMS``; and per prediction of ``PREDICTIONS``, x over y,
-    once both arms have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ), ``interval/<x>/<y>`` (low,
-    high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
-    return _measure_arms(arm_runs(runs_dir), target)
+    seeds are not finished yet), for each arm of ``predictions`` (default: the ablation's); and per prediction,
+    x over y, once both arms have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ), ``interval/<x>/<y>``
+    (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
+    return _measure_arms(arm_runs(runs_dir, predictions), target, predictions)
 
 
-def _measure_arms(runs: dict[str, list[RunRecord]], target: float) -> dict[str, Any]:
+def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
+                  predictions: Sequence[Prediction]) -> dict[str, Any]:
     """``measure_seeds`` of the runs of each arm, already read."""
     found: dict[str, Any] = {}
     scores: dict[str, list[float]] = {}
@@ -123,7 +135,7 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float) -> dict[str, 
         passes = [step for step in (r.first_step_above(target) for r in records) if step is not None]
         found.update({f"scored/{arm}": len(scores[arm]), f"passed/{arm}": len(passes), f"pass/{arm}": span(passes),
                       f"training/{arm}": sum(not r.finished() for r in records)})
-    for prediction in PREDICTIONS:
+    for prediction in predictions:
         if all(len(scores[arm]) == len(FIVE_SEEDS) for arm in (prediction.x, prediction.y)):
             result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
             found.update({f"delta/{key}": result.delta, f"interval/{key}": (result.low, result.high),
@@ -131,13 +143,15 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float) -> dict[str, 
     return found
 
 
-def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: float = 18.0) -> Figure:
-    """The five-seed section's figure of ``ABLATION_ARMS``: (a-c) each arm's seeds (thin; × where one stopped
+def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: float = 18.0,
+               predictions: Sequence[Prediction] = PREDICTIONS) -> Figure:
+    """The figure of a five-seed section, of the arms of its ``predictions`` (default: the ablation's, three
+    arms): (a-c) each arm's seeds (thin; × where one stopped
     above ``target``) and their mean (thick), the score window shaded; (d) each seed's score S and the arm's mean;
     (e) Δ of each prediction with its 95% bootstrap interval and P(X > Y), once both of its arms have all five
     seeds."""
-    runs = arm_runs(runs_dir)
-    found = _measure_arms(runs, target)
+    runs = arm_runs(runs_dir, predictions)
+    found = _measure_arms(runs, target, predictions)
     fig = plt.figure(figsize=(11, 7.6))
     grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
     curves = [fig.add_subplot(grid[0, 2 * i:2 * i + 2]) for i in range(len(runs))]
@@ -155,7 +169,7 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs, found)
-    _draw_differences(fig.add_subplot(grid[1, 3:]), found)
+    _draw_differences(fig.add_subplot(grid[1, 3:]), found, predictions)
     save_figure(fig, out, dpi=120, bottom=0.04, caption=(
         f"Thin: each seed; thick: their mean. Shaded: the steps that S averages (0 to {SCORE_UNTIL / 1e6:.1f}M). "
         f"Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; P: the share of seed pairs in "
@@ -199,9 +213,9 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
     ax.grid(alpha=0.3, axis="y")
 
 
-def _draw_differences(ax: Axes, found: dict[str, Any]) -> None:
-    for row, prediction in enumerate(PREDICTIONS):
-        y = len(PREDICTIONS) - 1 - row
+def _draw_differences(ax: Axes, found: dict[str, Any], predictions: Sequence[Prediction]) -> None:
+    for row, prediction in enumerate(predictions):
+        y = len(predictions) - 1 - row
         key = prediction.key
         if f"delta/{key}" not in found:
             ax.text(0.5, y, "waiting for all five seeds of both arms", ha="center", va="center", fontsize=8,
@@ -211,11 +225,11 @@ def _draw_differences(ax: Axes, found: dict[str, Any]) -> None:
         delta = found[f"delta/{key}"]
         ax.errorbar(delta, y, xerr=[[delta - low], [high - delta]], fmt="o", color="0.2", capsize=4)
         verdict = "holds" if found[f"holds/{key}"] else "refuted"
-        ax.annotate(f"P = {found[f'p/{key}']:.2f}; prediction {row + 1} {verdict}", (delta, y), xytext=(0, 9),
+        ax.annotate(f"P = {found[f'p/{key}']:.2f}; prediction {prediction.number} {verdict}", (delta, y), xytext=(0, 9),
                     textcoords="offset points", ha="center", fontsize=8)
     ax.axvline(0, color="0.3", linewidth=0.8)
-    ax.set_yticks(range(len(PREDICTIONS)), [f"Δ({p.x}, {p.y})" for p in reversed(PREDICTIONS)])
-    ax.set_ylim(-0.6, len(PREDICTIONS) - 0.4)
+    ax.set_yticks(range(len(predictions)), [f"Δ({p.x}, {p.y})" for p in reversed(predictions)])
+    ax.set_ylim(-0.6, len(predictions) - 0.4)
     ax.set_xlabel("difference of mean scores S")
     ax.set_title("(e) the predictions: Δ with its 95% interval", fontsize=10)
     ax.grid(alpha=0.3, axis="x")
