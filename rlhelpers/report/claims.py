@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.core.evaluation import mean_and_sem
-from rlhelpers.report.plotting import algo_curve, held_returns, runs_by_label
+from rlhelpers.report.plotting import algo_curve, mean_return, runs_by_label
 from rlhelpers.report.seeds import ABLATION_ARMS, EQUAL_HP_PREDICTIONS, PREDICTIONS, arms, measure_seeds, span
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
@@ -70,13 +70,10 @@ def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
         return {}
     until = int(min(curve.steps[-1] for curve in curves.values()))
     found: dict[str, Any] = {"until": until}
-    seed_means = {}
     for lab, curve in curves.items():
-        steps = curve.steps[curve.steps <= until]
         found[f"curve/{lab}"] = float(np.mean(curve.means[curve.steps <= until]))
-        seed_means[lab] = [float(np.mean([np.mean(r) for r in held_returns(record, steps).values()]))
-                           for record in runs[lab]]
-        found.update({f"seed/{r.name}": m for r, m in zip(runs[lab], seed_means[lab], strict=True)})
+        found.update({f"seed/{r.name}": mean_return(r, curve.steps[curve.steps <= until]) for r in runs[lab]})
+    seed_means = {lab: [found[f"seed/{r.name}"] for r in records] for lab, records in runs.items()}
     found.update({f"below/{a}/{b}": max(seed_means[a]) < min(seed_means[b]) for a, b in permutations(curves, 2)})
     return found
 

@@ -87,6 +87,15 @@ def held_returns(record: RunRecord, steps: Iterable[int]) -> dict[int, tuple[flo
             if step in points or (held and step > last.step)}
 
 
+def mean_return(record: RunRecord, steps: Sequence[int]) -> float | None:
+    """The mean of the run's evaluation means at ``steps`` (``held_returns``: a run that stopped early
+    holds its last evaluation); None unless it has one at each of them."""
+    held = held_returns(record, steps)
+    if len(held) < len(steps):
+        return None
+    return float(np.mean([np.mean(returns) for returns in held.values()]))
+
+
 def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
                     labels: Sequence[str] = ALGOS) -> tuple[Figure, list[str]]:
     """One axes, one curve per label (an algorithm, or ``<algo>-<variant>``: mean over seeds and episodes,

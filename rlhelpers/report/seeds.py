@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlhelpers.report.plotting import algo_curve, draw_seeds, held_returns, label_steps, runs_by_label, save_figure
+from rlhelpers.report.plotting import algo_curve, draw_seeds, label_steps, mean_return, runs_by_label, save_figure
 from rlhelpers.runner.config import REPORT_SEEDS
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -30,16 +30,11 @@ SEEDS_ANALYSIS_JSON = "analysis_seeds.json"  # the gradient facts of the five-se
 
 
 def seed_score(record: RunRecord, until: int = SCORE_UNTIL) -> float | None:
-    """S: the mean of the run's evaluation means at every evaluation step from 0 to ``until`` (a run that
-    stopped early above its stop return holds its last evaluation); None while the run has not got there, and
-    for a run whose config names no evaluation interval."""
+    """S: ``mean_return`` at every evaluation step from 0 to ``until``; None while the run has not got there,
+    and for a run whose config names no evaluation interval."""
     if not record.config.get("eval_interval"):
         return None
-    steps = range(0, until + 1, int(record.config["eval_interval"]))
-    held = held_returns(record, steps)
-    if len(held) < len(steps):
-        return None
-    return float(np.mean([np.mean(returns) for returns in held.values()]))
+    return mean_return(record, range(0, until + 1, int(record.config["eval_interval"])))
 
 
 def span(values: Iterable[float]) -> tuple[float, float] | None:
