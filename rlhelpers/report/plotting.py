@@ -139,19 +139,17 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
     return fig, missing
 
 
-def draw_seeds(ax: Axes, runs: Iterable[RunRecord], color: str, style: str, alpha: float,
+def draw_seeds(ax: Axes, runs: Sequence[RunRecord], color: str, style: str, alpha: float,
                cross: tuple[float, float]) -> bool:
     """Each run's evaluation means as a thin line, and × (``cross``: its size and line width) on the last of
     each run that stopped early; whether any did."""
-    stopped = False
     for run in runs:
         steps, means = [e.step for e in run.evaluations], [e.mean for e in run.evaluations]
         ax.plot(steps, means, style, color=color, linewidth=0.7, alpha=alpha, label=f"_{run.name}")
         if run.stopped_early():
-            stopped = True
             ax.plot(steps[-1], means[-1], "x", color=color, markersize=cross[0], markeredgewidth=cross[1],
                     label=f"_{run.name} stopped")
-    return stopped
+    return any(run.stopped_early() for run in runs)
 
 
 def save_figure(fig: Figure, out: str | Path | None, dpi: int = 110, caption: str | None = None,
