@@ -268,9 +268,8 @@ def optimizer_regime(checkpoint: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the command: every run's snapshots
 
 def _evenly_spaced(items: list[Any], n: int) -> list[Any]:
-    """``n`` of ``items`` spread evenly from the first to the last (all of them if there are no more)."""
-    if len(items) <= n:
-        return items
+    """``n`` of ``items`` spread evenly from the first to the last (all of them if there are no more: the
+    rounded picks then cover every index)."""
     picks = np.linspace(0, len(items) - 1, n).round().astype(int)
     return [items[i] for i in sorted(set(picks.tolist()))]
 
