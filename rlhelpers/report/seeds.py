@@ -21,11 +21,9 @@ from rlhelpers.runner.records import RunRecord, read_runs
 
 SCORE_UNTIL = 7_200_000  # the last step every run of the report reaches (a2c_seed-0 stopped there)
 RESAMPLES = 10_000
-BOOTSTRAP_SEED = 0
 EXTRA_SEEDS = (200, 300, 400)  # the five-seed campaign's, beside the report's two
 FIVE_SEEDS = (*REPORT_SEEDS, *EXTRA_SEEDS)
 SEEDS_PNG = "seeds.png"
-LABEL_GAP = 0.06  # the seed labels' least vertical distance in panel (d), as a share of its height
 SEEDS_ANALYSIS_JSON = "analysis_seeds.json"  # the gradient facts of the five-seed runs, beside analysis.json
 
 
@@ -54,7 +52,7 @@ class Difference:
     p_greater: float
 
 
-def difference(x: Sequence[float], y: Sequence[float], seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> Difference:
+def difference(x: Sequence[float], y: Sequence[float], seed: int = 0, level: float = 0.95) -> Difference:
     """Δ(X, Y) of the seed scores ``x`` and ``y`` with its ``level`` percentile-bootstrap interval: each of
     ``RESAMPLES`` draws resamples each arm's seeds with replacement (a generator seeded with ``seed``)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -189,10 +187,9 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
     every = [score for arm in scored.values() for score, _ in arm] or [0.0]
     pad = max(max(every) - min(every), 1.0) * 0.1
     low, high = ax.set_ylim(min(every) - pad, max(every) + pad)
-    gap = LABEL_GAP * (high - low)
+    gap = 0.06 * (high - low)  # the seed labels' least vertical distance: 6% of the panel's height
     for i, arm in scored.items():
-        for score, _ in arm:
-            ax.plot(i, score, "o", color=f"C{i}", markersize=5)
+        ax.plot([i] * len(arm), [score for score, _ in arm], "o", color=f"C{i}", markersize=5)
         if arm:
             ax.hlines(np.mean([s for s, _ in arm]), i - 0.15, i + 0.15, color=f"C{i}", linewidth=2)
         for side in (0, 1):  # labels alternate sides, and on each side close ones move up to stay readable
