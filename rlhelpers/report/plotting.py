@@ -203,8 +203,7 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels
                 ax.plot(steps, values, _seed_style(record.seed, LINE_STYLES, LINE_STYLES[-1]),
                         color=colors[record.label], linewidth=0.9, label=record.name)
     for ax, (key, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
-        lowest = min((min(line.get_ydata()) for line in ax.lines), default=0.0)
-        if key == "losses/explained_variance" and lowest < EXPLAINED_VARIANCE_FLOOR:
+        if key == "losses/explained_variance" and ax.dataLim.y0 < EXPLAINED_VARIANCE_FLOOR:  # y0: the lowest drawn
             ax.set_ylim(EXPLAINED_VARIANCE_FLOOR, 1.05)  # it never exceeds 1
             title += f" (axis from {EXPLAINED_VARIANCE_FLOOR:g}; lower values off it)"
         ax.set_title(title, fontsize=10)
