@@ -147,11 +147,10 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
     found = _measure_arms(runs, target, predictions)
     fig = plt.figure(figsize=(11, 7.6))
     grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
-    curves = [fig.add_subplot(grid[0, 2 * i:2 * i + 2]) for i in range(len(runs))]
-    for ax in curves[1:]:
-        ax.sharex(curves[0])
-        ax.sharey(curves[0])
-        ax.tick_params(labelleft=False)
+    curves = [fig.add_subplot(grid[0, :2])]
+    for i in range(1, len(runs)):  # the other arms share the first one's axes
+        curves.append(fig.add_subplot(grid[0, 2 * i:2 * i + 2], sharex=curves[0], sharey=curves[0]))
+        curves[-1].tick_params(labelleft=False)
     for i, (ax, arm) in enumerate(zip(curves, runs, strict=True)):
         _draw_arm(ax, runs[arm], f"C{i}", target)
         when = found[f"pass/{arm}"]  # first and last step, written once when they round alike
