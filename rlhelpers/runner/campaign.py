@@ -155,58 +155,48 @@ def _reap_ended(running: dict[CampaignRun, subprocess.Popen], runs_dir: Path, st
                     failed.append(run.name)
 
 
+def _statuses(config: TrainConfig, runs: list[CampaignRun]) -> list[RunStatus]:
+    """``run_status`` of each of the campaign's ``runs``, against the campaign's budget and stop return."""
+    return [run_status(Path(config.runs_dir) / run.name, config.total_timesteps, config.stop_return) for run in runs]
+
+
 def _ready_runs(queue: list[CampaignRun], config: TrainConfig, told: set[str], held_note: str) -> list[CampaignRun]:
     """Those of ``queue`` to start now, in order: neither over nor trained by another live process. Runs that are
     over leave the queue, said once; each run that another live process trains is said once (``told``), with
     ``held_note`` (what becomes of it)."""
     ready = []
-    for run in list(queue):
-        path = Path(config.runs_dir) / run.name
-        status = run_status(path, config.total_timesteps, config.stop_return)
+    for run, status in zip(list(queue), _statuses(config, queue), strict=True):
         if status.over:
             queue.remove(run)
             say(f"{run.name}: {status.state}, skipped")
         elif status.state != "running":
             ready.append(run)
-        elif run.name not in told and (owner := RunLock(path).live_owner()) is not None:
+        elif run.name not in told and (owner := RunLock(Path(config.runs_dir) / run.name).live_owner()) is not None:
             told.add(run.name)
             say(f"{run.name}: trained by another process ({holder(owner)}); {held_note}")
     return ready
 
 
-def _progress(config: TrainConfig, names: list[str]) -> tuple[int, int]:
-    """Environment steps done by the runs ``names`` (a finished run, or one that stopped early, counts as
-    its whole budget) and how many are finished."""
-    done = finished = 0
-    for name in names:
-        status = run_status(Path(config.runs_dir) / name, config.total_timesteps, config.stop_return)
-        finished += status.over
-        done += config.total_timesteps if status.over else min(status.steps, config.total_timesteps)
-    return done, finished
+def _progress(config: TrainConfig, runs: list[CampaignRun]) -> tuple[int, str]:
+    """The campaign bar's count and postfix: the environment steps done by ``runs`` (a run that is over counts
+    as its whole budget), and how many are over."""
+    statuses = _statuses(config, runs)
+    done = sum(config.total_timesteps if s.over else min(s.steps, config.total_timesteps) for s in statuses)
+    return done, f"{sum(s.over for s in statuses)}/{len(runs)} runs finished"
 
 
-def _show_progress(bar: tqdm, config: TrainConfig, names: list[str]) -> None:
+def _show_progress(bar: tqdm, config: TrainConfig, runs: list[CampaignRun]) -> None:
     if not bar.disable:
-        done, finished = _progress(config, names)
-        bar.set_postfix_str(f"{finished}/{len(names)} runs finished", refresh=False)
+        done, finished = _progress(config, runs)
+        bar.set_postfix_str(finished, refresh=False)
         bar.update(done - bar.n)
-
-
-def _campaign_bar(config: TrainConfig, names: list[str], show: bool) -> tqdm:
-    """One bar over all the runs ``names``: environment steps done of their budgets summed, and runs finished;
-    what was done before this session is its starting point, so its speed and ETA are this session's."""
-    done, finished = _progress(config, names) if show else (0, 0)
-    return progress_bar(total=len(names) * config.total_timesteps, initial=done, desc="campaign", unit="step",
-                        unit_scale=True, disable=not show, postfix=f"{finished}/{len(names)} runs finished")
 
 
 def _outcome(config: TrainConfig, runs: list[CampaignRun], failed: list[str], signum: int | None) -> int:
     """Say which runs are not over and return the exit code: 0 if all are, 128 + ``signum`` after a stop
     (KeyboardInterrupt after Ctrl-C), else 1."""
-    statuses = [run_status(Path(config.runs_dir) / run.name, config.total_timesteps, config.stop_return)
-                for run in runs]
     left = ", ".join(f"{s.run_name} ({'trained by another process' if s.state == 'running' else s.state}, "
-                     f"step {s.steps:,})" for s in statuses if not s.over and s.run_name not in failed)
+                     f"step {s.steps:,})" for s in _statuses(config, runs) if not s.over and s.run_name not in failed)
     if signum is not None:
         say(f"stopped by {signal.Signals(signum).name}" +
              (f"; not finished: {left}; the same command resumes them" if left else ""))
@@ -245,13 +235,17 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
         print(f"a campaign is already running on {runs_dir} ({holder(owner)}); `python -m rlhelpers status` shows its "
               "runs")
         return _outcome(config, runs, [], None)
-    names = [run.name for run in runs]
     queue = list(runs)
     running: dict[CampaignRun, subprocess.Popen] = {}
     failed: list[str] = []
     told: set[str] = set()
     try:
-        with StopRequest((signal.SIGTERM, signal.SIGINT)) as stop, _campaign_bar(config, names, show_progress) as bar:
+        # One bar over all the runs; what was done before this session is its starting point, so that its speed and
+        # ETA are this session's.
+        done, finished = _progress(config, runs) if show_progress else (0, "")
+        bar = progress_bar(total=len(runs) * config.total_timesteps, initial=done, desc="campaign", unit="step",
+                           unit_scale=True, disable=not show_progress, postfix=finished)
+        with StopRequest((signal.SIGTERM, signal.SIGINT)) as stop, bar:
             while (queue and not stop.requested) or running:
                 _reap_ended(running, runs_dir, stop.requested, failed, queue)
                 ready = [] if stop.requested else _ready_runs(queue, config, told, WAIT_FOR_HOLDER)
@@ -263,9 +257,9 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
                     stop_training(list(running.values()))
                     continue
                 lock.heartbeat()
-                _show_progress(bar, config, names)
+                _show_progress(bar, config, runs)
                 time.sleep(poll_s)
-            _show_progress(bar, config, names)
+            _show_progress(bar, config, runs)
     finally:
         lock.release()
     return _outcome(config, runs, failed, stop.received)
