@@ -7,6 +7,7 @@ sends it SIGTERM (it checkpoints and exits) and waits for it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import signal
 import subprocess
@@ -39,10 +40,8 @@ class CampaignRun(NamedTuple):
 
 def _die_with_parent() -> None:
     """In the child before exec: ask Linux to send SIGTERM when the parent dies (no-op elsewhere)."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
 
 
 def start_training(run: CampaignRun, runs_dir: Path, train_args: list[str]) -> subprocess.Popen:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import subprocess
@@ -16,10 +17,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def _version(package: str) -> str | None:
-    try:
+    with contextlib.suppress(metadata.PackageNotFoundError):
         return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
+    return None
 
 
 def git_commit(path: Path = PACKAGE_DIR) -> tuple[str | None, bool | None]:
@@ -44,12 +44,10 @@ def device_name(device: torch.device) -> str:
 
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo, else what ``platform`` knows."""
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()
 
 
