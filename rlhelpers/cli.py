@@ -15,6 +15,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.runner.config import ALGOS, ARMS, FIELD_TYPES, REPORT_SEEDS, TrainConfig, whole_number
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
+from rlhelpers.runner.launch import CampaignRun
 
 
 def _whole_number(text: str) -> int:
@@ -87,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("--cpus-per-job", type=_whole_number, default=2, help="CPUs per job (default: 2)")
     slurm.add_argument("--max-requeues", type=_whole_number, default=30,
                        help="times a job is requeued at its time limit (default: 30)")
-    _add_config_options(campaign, skip=("algo", "variant", "seed"))
+    _add_config_options(campaign, skip=CampaignRun._fields)  # each run sets its own
     parsers["plot"].add_argument("--out", default=None,
                                  help="image to write, .png, .pdf or .svg (default: comparison.png in figures/ for "
                                       "the committed runs/, in <runs-dir>/figures/ for another runs directory)")

@@ -42,7 +42,6 @@ from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.stopping import StopRequest
 
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
-RUN_FIELDS = ("algo", "variant", "seed")  # set per run by the campaign
 WAIT_FOR_HOLDER = "waiting until it stops, then training it if it is unfinished"  # said of a run another process trains
 
 
@@ -271,7 +270,7 @@ def check_options(options: dict[str, Any],
     one error for a bad value, not one failed run after another. Returns the options every run shares (None
     leaves a field at its default; each run sets its own algo, variant and seed), and the last run's resolved
     config and device (``resolve_config``)."""
-    options = {name: value for name, value in options.items() if value is not None and name not in RUN_FIELDS}
+    options = {name: value for name, value in options.items() if value is not None and name not in CampaignRun._fields}
     for run in runs:
         config, device = resolve_config(TrainConfig(**options, algo=run.algo, variant=run.variant, seed=run.seed))
     return options, config, device
