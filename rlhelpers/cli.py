@@ -208,13 +208,6 @@ def _campaign(args: argparse.Namespace) -> int:
         return 130
 
 
-def _runs_dir(path: str) -> str:
-    """``path`` if it is a directory; a clear error otherwise (a typo would read as six runs not started)."""
-    if not Path(path).is_dir():
-        raise RLHelpersError(f"no runs directory {path}: pass the --runs-dir you trained in")
-    return path
-
-
 def _status(args: argparse.Namespace) -> int:
     """One line per run: steps, evaluations, speed, state.
 
@@ -222,7 +215,7 @@ def _status(args: argparse.Namespace) -> int:
     """
     from rlhelpers.runner.campaign import status_table
 
-    print(status_table(_runs_dir(args.runs_dir)))
+    print(status_table(args.runs_dir))
     return 0
 
 
@@ -250,8 +243,9 @@ def _plot(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
-    if not run_dirs(_runs_dir(args.runs_dir)):
-        raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot")
+    if not run_dirs(args.runs_dir):
+        raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot; pass the --runs-dir "
+                             "you trained in")
     _, missing = plot_comparison(args.runs_dir, out)
     print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
     return 0

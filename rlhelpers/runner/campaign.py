@@ -123,7 +123,10 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
 
 def status_table(runs_dir: str | Path) -> str:
     """One line per report run, then per other run present (variants): steps, last evaluation
-    (mean ± s.e.), best, steps/s, ETA, state."""
+    (mean ± s.e.), best, steps/s, ETA, state. A ``runs_dir`` that does not exist is refused: a typo would read as
+    six runs not started."""
+    if not Path(runs_dir).is_dir():
+        raise RLHelpersError(f"no runs directory {runs_dir}: pass the --runs-dir you trained in")
     names = [run.name for run in campaign_runs()]
     names += [path.name for path in run_dirs(runs_dir) if path.name not in names]
     width = max(15, *map(len, names))

@@ -153,8 +153,9 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         run_dir.write_history(_history_record(config, book))
         tracker = Tracker(config.run_name, book["wandb_run_id"], config.to_dict(), config.runs_dir, metrics_log)
         bar = progress_bar(total=config.total_timesteps, initial=min(trainer.num_timesteps, config.total_timesteps),
-                           desc=config.run_name, unit="step", unit_scale=True, disable=not show_progress,
-                           postfix=f"eval {mean_return(book['eval_history'][-1]):.1f}" if book["eval_history"] else None)
+                           desc=config.run_name, unit="step", unit_scale=True, disable=not show_progress)
+        if book["eval_history"]:
+            bar.set_postfix_str(f"eval {mean_return(book['eval_history'][-1]):.1f}", refresh=False)
         with StopRequest() as stop, bar:
             stop_reason = _train_loop(trainer, book, run_dir, lock, tracker, bar, stop)  # SIGTERM: checkpoint
         exit_code = 0
