@@ -89,9 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("--max-requeues", type=_whole_number, default=30,
                        help="times a job is requeued at its time limit (default: 30)")
     _add_config_options(campaign, skip=CampaignRun._fields)  # each run sets its own
-    parsers["plot"].add_argument("--out", default=None,
-                                 help="image to write, .png, .pdf or .svg (default: comparison.png in figures/ for "
-                                      "the committed runs/, in <runs-dir>/figures/ for another runs directory)")
+    for name, written, default in (("plot", "image to write, .png, .pdf or .svg", "comparison.png"),
+                                   ("analyze", "JSON to write", "analysis.json")):
+        parsers[name].add_argument("--out", default=None,
+                                   help=f"{written} (default: {default} in figures/ for the committed runs/, in "
+                                        "<runs-dir>/figures/ for another runs directory)")
     publish = parsers["publish"]
     publish.add_argument("--project", default=None, help="W&B project (default: the one each run was trained with)")
     publish.add_argument("--entity", default=None,
@@ -108,9 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--video-scale", type=_whole_number, default=2,
                           help="GIF pixels per observation pixel (84x84 observations; default: 2)")
     analyze = parsers["analyze"]
-    analyze.add_argument("--out", default=None,
-                         help="JSON to write (default: analysis.json in figures/ for the committed runs/, "
-                              "in <runs-dir>/figures/ for another runs directory)")
     analyze.add_argument("--rollouts", type=_whole_number, default=4,
                          help="rollouts of n_envs x n_steps states per snapshot (default: 4; on Pong 4 x 16 x 5 = 320 "
                               "states)")
@@ -120,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _evaluate(args: argparse.Namespace) -> int:
+def _evaluate(args: argparse.Namespace) -> None:
     """Re-score a run's committed policy (policy.pt); optionally record a GIF of one episode.
 
     Play complete episodes with RUN_DIR/policy.pt (float16 weights) on fresh seeds and print the mean return ± s.e.
@@ -145,10 +144,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.video:
         video = record_video(args.run_dir, args.video, args.seed, scale=args.video_scale)
         print(f"wrote {video['path']}: one episode, score {video['score']:+.0f}, {video['bytes']:,} bytes")
-    return 0
 
 
-def _analyze(args: argparse.Namespace) -> int:
+def _analyze(args: argparse.Namespace) -> None:
     """Measure the report's gradient facts on the runs' snapshots; write a JSON.
 
     On states visited by each snapshot's own policy: the two all-action actors' gradients against each other
@@ -164,10 +162,9 @@ def _analyze(args: argparse.Namespace) -> int:
         raise RLHelpersError("--rollouts and --stages must be positive integers")
     out, results = write_analysis(args.runs_dir, args.out, args.rollouts, args.stages, show_progress=True)
     print(f"wrote {out}: {len(results['snapshots'])} snapshots")
-    return 0
 
 
-def _train(args: argparse.Namespace) -> int:
+def _train(args: argparse.Namespace) -> None:
     """Train or resume one run (algo, seed).
 
     Train one run, or resume it from its newest checkpoint.
@@ -181,7 +178,6 @@ def _train(args: argparse.Namespace) -> int:
         last = result.eval_history[-1]
         summary = f"; last evaluation {mean_return(last):.2f} at step {last['step']:,}"
     print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}){summary}")
-    return 0
 
 
 def _campaign(args: argparse.Namespace) -> int:
@@ -208,7 +204,7 @@ def _campaign(args: argparse.Namespace) -> int:
         return 130
 
 
-def _status(args: argparse.Namespace) -> int:
+def _status(args: argparse.Namespace) -> None:
     """One line per run: steps, evaluations, speed, state.
 
     Print the state of the report's six runs, and of any other run present (variants), from their files.
@@ -216,10 +212,9 @@ def _status(args: argparse.Namespace) -> int:
     from rlhelpers.runner.campaign import status_table
 
     print(status_table(args.runs_dir))
-    return 0
 
 
-def _publish(args: argparse.Namespace) -> int:
+def _publish(args: argparse.Namespace) -> None:
     """Upload every run to W&B from its local files, each record once.
 
     Create or resume one W&B run per run directory (its stored id, name <algo>_seed-<seed>) and log every line of
@@ -228,10 +223,9 @@ def _publish(args: argparse.Namespace) -> int:
     from rlhelpers.runner.publish import publish_runs
 
     publish_runs(args.runs_dir, args.mode, args.project, args.entity)
-    return 0
 
 
-def _plot(args: argparse.Namespace) -> int:
+def _plot(args: argparse.Namespace) -> None:
     """Draw the comparison plot from the runs present.
 
     Draw the comparison plot from every eval_history.json found (the runs must all be of one environment).
@@ -248,7 +242,6 @@ def _plot(args: argparse.Namespace) -> int:
                              "you trained in")
     _, missing = plot_comparison(args.runs_dir, out)
     print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
-    return 0
 
 
 # The commands, in the order --help lists them, and those that read a runs directory (--runs-dir).
@@ -260,7 +253,7 @@ READS_RUNS = ("status", "plot", "publish", "analyze")
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        return COMMANDS[args.command](args) or 0  # a command that returns nothing succeeded
     except RLHelpersError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
