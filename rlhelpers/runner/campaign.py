@@ -189,8 +189,8 @@ def _progress(config: TrainConfig, runs: list[CampaignRun]) -> tuple[int, str]:
 
 def _show_progress(bar: tqdm, config: TrainConfig, runs: list[CampaignRun]) -> None:
     if not bar.disable:
-        done, finished = _progress(config, runs)
-        bar.set_postfix_str(finished, refresh=False)
+        done, postfix = _progress(config, runs)
+        bar.set_postfix_str(postfix, refresh=False)
         bar.update(done - bar.n)
 
 
@@ -244,9 +244,9 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
     try:
         # One bar over all the runs; what was done before this session is its starting point, so that its speed and
         # ETA are this session's.
-        done, finished = _progress(config, runs) if show_progress else (0, "")
+        done, postfix = _progress(config, runs) if show_progress else (0, "")
         bar = progress_bar(total=len(runs) * config.total_timesteps, initial=done, desc="campaign", unit="step",
-                           unit_scale=True, disable=not show_progress, postfix=finished)
+                           unit_scale=True, disable=not show_progress, postfix=postfix)
         with StopRequest((signal.SIGTERM, signal.SIGINT)) as stop, bar:
             while (queue and not stop.requested) or running:
                 _reap_ended(running, runs_dir, stop.requested, failed, queue)
