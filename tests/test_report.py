@@ -205,10 +205,14 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     five_seed_run = tmp_path / "runs" / "a2c_seed-200" / "eval_history.json"
     five_seed_run.parent.mkdir()
     five_seed_run.write_text(json.dumps(_prepared_record("a2c_seed-200", [0, 300_000], [-20.0, -18.0])))
+    variant_run = tmp_path / "runs" / "task1-a2chp_seed-0" / "eval_history.json"  # a report seed, not an algorithm
+    variant_run.parent.mkdir()
+    variant_run.write_text(json.dumps(_prepared_record("task1-a2chp_seed-0", [0, 300_000], [-20.0, -19.0])))
     proc, nb = _papermill(tmp_path, "out.ipynb", ["-p", "algo", "none", "-p", "wandb_mode", "offline"])
     _assert_report_ok(proc, nb, tmp_path, prepared_runs)
     table = _results_table(nb)
     assert "a2c_seed-200" not in table  # the five-seed runs have their own section and appendix table
+    assert "task1-a2chp_seed-0" not in table  # the prescribed table is the three algorithms'
     assert [t for t in _tables(nb) if "| a2c_seed-200 |" in t] and (tmp_path / "figures" / "seeds.png").exists()
     # 600,000 steps in 6,000 s; means -20, 5, 19: above -10 and 0 first at 300,000, above 18 at 600,000
     assert table.startswith("**Runs on `PongNoFrameskip-v4`**\n")  # the environment once, not on every row
