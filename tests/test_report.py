@@ -205,15 +205,17 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     five_seed_run = tmp_path / "runs" / "a2c_seed-200" / "eval_history.json"
     five_seed_run.parent.mkdir()
     five_seed_run.write_text(json.dumps(_prepared_record("a2c_seed-200", [0, 300_000], [-20.0, -18.0])))
-    variant_run = tmp_path / "runs" / "task1-a2chp_seed-0" / "eval_history.json"  # a report seed, not an algorithm
-    variant_run.parent.mkdir()
-    variant_run.write_text(json.dumps(_prepared_record("task1-a2chp_seed-0", [0, 300_000], [-20.0, -19.0])))
+    for variant in ("task1-a2chp_seed-0", "task1-a2chp_seed-200"):  # another section's runs, not the ablation's
+        (tmp_path / "runs" / variant).mkdir()
+        (tmp_path / "runs" / variant / "eval_history.json").write_text(
+            json.dumps(_prepared_record(variant, [0, 300_000], [-20.0, -19.0])))
     proc, nb = _papermill(tmp_path, "out.ipynb", ["-p", "algo", "none", "-p", "wandb_mode", "offline"])
     _assert_report_ok(proc, nb, tmp_path, prepared_runs)
     table = _results_table(nb)
     assert "a2c_seed-200" not in table  # the five-seed runs have their own section and appendix table
     assert "task1-a2chp_seed-0" not in table  # the prescribed table is the three algorithms'
     assert [t for t in _tables(nb) if "| a2c_seed-200 |" in t] and (tmp_path / "figures" / "seeds.png").exists()
+    assert not [t for t in _tables(nb) if "task1-a2chp" in t]  # the five-seed appendix table is the ablation's
     # 600,000 steps in 6,000 s; means -20, 5, 19: above -10 and 0 first at 300,000, above 18 at 600,000
     assert table.startswith("**Runs on `PongNoFrameskip-v4`**\n")  # the environment once, not on every row
     assert ("| a2c_seed-0 | 600,000 | 1.7 | 19.00 ± 0.58 (3) | 19.00 ± 0.58 (600,000) "
