@@ -139,10 +139,9 @@ def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
 def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: float = 18.0,
                predictions: Sequence[Prediction] = PREDICTIONS) -> Figure:
     """The figure of a five-seed section, of the arms of its ``predictions`` (default: the ablation's, three
-    arms): (a-c) each arm's seeds (thin; × where one stopped
-    above ``target``) and their mean (thick), the score window shaded; (d) each seed's score S and the arm's mean;
-    (e) Δ of each prediction with its 95% bootstrap interval and P(X > Y), once both of its arms have all five
-    seeds."""
+    arms): (a-c) each arm's seeds (thin; × where one stopped above ``target``) and their mean (thick), the score
+    window shaded; (d) each seed's score S and the arm's mean; (e) Δ of each prediction with its 95% bootstrap
+    interval and P(X > Y), once both of its arms have all five seeds."""
     runs = arm_runs(runs_dir, predictions)
     found = _measure_arms(runs, target, predictions)
     fig = plt.figure(figsize=(11, 7.6))
