@@ -20,7 +20,7 @@ import pytest
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report import results as report
-from rlhelpers.report.claims import history_divergence
+from rlhelpers.report.results import history_divergence
 from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV
 from rlhelpers.runner.config import expected_runs
 from rlhelpers.runner.records import RunRecord

@@ -11,21 +11,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import permutations, takewhile
+from itertools import permutations
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlhelpers.core.evaluation import mean_and_sem
 from rlhelpers.report.plotting import algo_curve, mean_return, runs_by_label
 from rlhelpers.report.seeds import ABLATION_ARMS, EQUAL_HP_PREDICTIONS, PREDICTIONS, arms, measure_seeds, span
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name, parse_run_name
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
 
-# The report's pairs: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of one algorithm.
-TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
-SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
 # Every arm that a five-seed section compares: the ablation's and the equal-hyperparameters section's.
 FIVE_SEED_ARMS = arms((*PREDICTIONS, *EQUAL_HP_PREDICTIONS))
 SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
@@ -76,40 +72,6 @@ def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
     seed_means = {lab: [found[f"seed/{r.name}"] for r in records] for lab, records in runs.items()}
     found.update({f"below/{a}/{b}": max(seed_means[a]) < min(seed_means[b]) for a, b in permutations(curves, 2)})
     return found
-
-
-def history_divergence(first: RunRecord, second: RunRecord) -> dict[str, Any]:
-    """Where two runs' evaluation histories part: the last step up to which every common evaluation holds
-    identical returns, and at each later common step the absolute gap between the two mean returns and
-    the standard error of that gap, sqrt(se_1^2 + se_2^2)."""
-    a, b = first.returns_at, second.returns_at
-    common = sorted(set(a) & set(b))
-    identical = list(takewhile(lambda step: a[step] == b[step], common))  # the common steps before they part
-    gap, gap_sem = {}, {}
-    for step in common[len(identical):]:
-        (mean_a, sem_a), (mean_b, sem_b) = mean_and_sem(a[step]), mean_and_sem(b[step])
-        gap[step], gap_sem[step] = abs(mean_a - mean_b), math.hypot(sem_a, sem_b)
-    return {"last_identical_step": identical[-1] if identical else None,
-            "identical_steps": sum(a[s] == b[s] for s in common), "common_steps": len(common), "mean_gap": gap,
-            "gap_sem": gap_sem}
-
-
-def pair_divergences(records: dict[str, RunRecord], pairs: Iterable[tuple[str, ...]]) -> dict[str, dict[str, Any]]:
-    """``history_divergence`` of each of ``pairs`` whose two runs are both present, by ``<a> vs <b>``."""
-    return {f"{a} vs {b}": history_divergence(records[a], records[b]) for a, b in pairs
-            if a in records and b in records}
-
-
-def _pair_gaps(records: dict[str, RunRecord]) -> dict[str, float | None]:
-    """``measure``'s ``task_gap``, ``seed_gap`` and ``gap_sem``."""
-    task, seed = (list(pair_divergences(records, pairs).values()) for pairs in (TASK_PAIRS, SEED_PAIRS))
-    steps = {step for d in task for step in d["mean_gap"]}
-
-    def mean(divergences: list[dict[str, Any]], key: str) -> float | None:
-        values = [v for d in divergences for step, v in d[key].items() if step in steps]
-        return float(np.mean(values)) if values else None
-
-    return {"task_gap": mean(task, "mean_gap"), "seed_gap": mean(seed, "mean_gap"), "gap_sem": mean(task, "gap_sem")}
 
 
 def _head_actor_ratio(head_actor: dict[tuple[str, int, int], float], a: str, b: str) -> tuple[float, float] | None:
@@ -166,8 +128,6 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
 
     - ``pass/<run>``: the first evaluation step above ``target``; ``last/<run>``: the last evaluation's mean return;
     - ``until``, ``curve/<label>``, ``seed/<run>``, ``below/<label>/<other>``: ``compare_speed`` of the algorithms;
-    - ``task_gap``, ``seed_gap``, ``gap_sem``: after task1 and task2 of one seed part, their mean gap, the gap
-      between two seeds of one algorithm at the same steps, and the standard error of one gap;
     - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
       ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
       gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``FIVE_SEED_ARMS``: a's actor-term
@@ -196,7 +156,6 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
             found[f"last/{name}"] = record.last.mean
     found.update(compare_speed(records.values(), ALGOS))
     found.update({f"ablation/{key}": value for key, value in compare_speed(records.values(), ABLATION_ARMS).items()})
-    found.update(_pair_gaps(records))
     found.update(_gradient_facts(analysis))
     found.update({f"seeds/{key}": value for key, value in measure_seeds(runs_dir, target).items()})
     found.update({f"equal_hp/{key}": value

@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlhelpers.report.claims import SEED_PAIRS, TASK_PAIRS, markdown_table, pair_divergences
+from rlhelpers.core.evaluation import mean_and_sem
+from rlhelpers.report.claims import markdown_table
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
-from rlhelpers.runner.config import REPORT_SEEDS, expected_runs
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
 from rlhelpers.runner.tracking import run_url
 
 MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
+# The pairs whose histories part: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of
+# one algorithm.
+TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
+SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
 
 
 def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[RunRecord]:
@@ -53,11 +60,30 @@ def _step_or(step: int | None, missing: str) -> str:
     return missing if step is None else f"{step:,}"
 
 
+def history_divergence(first: RunRecord, second: RunRecord) -> dict[str, Any]:
+    """Where two runs' evaluation histories part: the last step up to which every common evaluation holds
+    identical returns, and at each later common step the absolute gap between the two mean returns and
+    the standard error of that gap, sqrt(se_1^2 + se_2^2)."""
+    a, b = first.returns_at, second.returns_at
+    common = sorted(set(a) & set(b))
+    identical = list(takewhile(lambda step: a[step] == b[step], common))  # the common steps before they part
+    gap, gap_sem = {}, {}
+    for step in common[len(identical):]:
+        (mean_a, sem_a), (mean_b, sem_b) = mean_and_sem(a[step]), mean_and_sem(b[step])
+        gap[step], gap_sem[step] = abs(mean_a - mean_b), math.hypot(sem_a, sem_b)
+    return {"last_identical_step": identical[-1] if identical else None,
+            "identical_steps": sum(a[s] == b[s] for s in common), "common_steps": len(common), "mean_gap": gap,
+            "gap_sem": gap_sem}
+
+
 def divergence_markdown(runs_dir: str | Path) -> str:
-    """Where the evaluation histories of the report's pairs part (``claims.TASK_PAIRS``: equal actor
-    gradients, same seed), and how far apart they drift afterwards, beside two seeds of one algorithm."""
+    """Where the evaluation histories of ``TASK_PAIRS`` (equal actor gradients, same seed) part, and how far
+    apart they drift afterwards, beside ``SEED_PAIRS`` (two seeds of one algorithm); pairs with a run
+    missing are left out."""
+    records = {r.name: r for r in read_runs(runs_dir)}
     table = []
-    for pair, d in pair_divergences({r.name: r for r in read_runs(runs_dir)}, (*TASK_PAIRS, *SEED_PAIRS)).items():
+    for a, b in (pair for pair in (*TASK_PAIRS, *SEED_PAIRS) if all(run in records for run in pair)):
+        pair, d = f"{a} vs {b}", history_divergence(records[a], records[b])
         gaps, sems = list(d["mean_gap"].values()), list(d["gap_sem"].values())  # at the same steps
         after = [f"{np.mean(gaps):.2f}", f"{max(gaps):.2f}", f"{np.mean(sems):.2f}"] if gaps else ["n/a"] * 3
         table.append({"pair": pair, "identical up to step": _step_or(d["last_identical_step"], "never"),
