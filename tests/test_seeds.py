@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
 from rlhelpers.report import claims
-from rlhelpers.report.plotting import algo_curve
+from rlhelpers.report.plotting import algo_curve, plot_comparison
 from rlhelpers.report.seeds import (
     EQUAL_HP_PREDICTIONS,
     FIVE_SEEDS,
@@ -191,3 +192,18 @@ def test_the_equal_hyperparameters_section_compares_its_own_arms_and_numbers_its
     assert sorted(t.get_text().split("; ")[1] for t in fig.axes[4].texts) == [
         f"prediction 4 {'holds' if found['holds/a2c/task1-a2chp'] else 'refuted'}",
         f"prediction 5 {'holds' if found['holds/task1-a2chp/task1'] else 'refuted'}"]
+
+
+def test_each_arm_keeps_its_colour_from_one_figure_to_the_next(tmp_path) -> None:
+    write_runs(tmp_path, {**FINALS, "task1-a2chp": [19.0] * 5})
+    ablation, equal_hp = (plot_seeds(tmp_path, predictions=p) for p in (PREDICTIONS, EQUAL_HP_PREDICTIONS))
+    comparison, _ = plot_comparison(tmp_path, labels=("a2c", "task1", "task1-pg1", "task1-a2chp"))
+
+    def colours(ax) -> set[str]:  # of the curves drawn, the 18 line aside
+        return {to_hex(line.get_color()) for line in ax.lines if line.get_linestyle() != ":"}
+
+    by_panel = {ax.get_title().split(":")[0].split(") ")[1]: colours(ax) for fig in (ablation, equal_hp)
+                for ax in fig.axes[:3]}
+    by_legend = {line.get_label().split(" (")[0]: {to_hex(line.get_color())} for line in comparison.axes[0].lines
+                 if not line.get_label().startswith("_")}
+    assert by_panel == by_legend and len({colour for c in by_panel.values() for colour in c}) == 4

@@ -17,7 +17,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullForma
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import mean_and_sem
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, parse_run_name
+from rlhelpers.runner.config import ALGOS, ARMS, REPORT_SEEDS, expected_runs, parse_run_name
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -29,6 +29,12 @@ COMPARISON_PNG = "comparison.png"
 DIAGNOSTICS_PNG = "diagnostics.png"
 ANALYSIS_JSON = "analysis.json"
 AGENT_GIF = "agent.gif"
+
+
+def arm_color(label: str) -> str:
+    """The colour of an arm (an algorithm, or one with a variant: ``config.ARMS``) in every figure, so that a
+    reader can follow it from one figure to the next; grey for any other label."""
+    return f"C{ARMS.index(label) % 10}" if label in ARMS else "0.4"
 
 
 def figures_dir(runs_dir: str | Path) -> Path:
@@ -118,7 +124,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
             continue
         curve = algo_curve(runs)
         seed_text = ("seed " if len(runs) == 1 else "seeds ") + ", ".join(str(r.seed) for r in runs)
-        line, = ax.plot(curve.steps, curve.means, style, marker="o", markersize=3,
+        line, = ax.plot(curve.steps, curve.means, style, marker="o", markersize=3, color=arm_color(label),
                         label=f"{label} ({seed_text})")
         ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=line.get_color(),
                         alpha=0.25)
@@ -191,9 +197,8 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels
     entropy, explained variance, training-episode return and gradient norm against environment steps; one
     colour per label, one line style per seed (the styles of ``plot_comparison``'s curves)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
-    colors = {label: f"C{i}" for i, label in enumerate(labels)}
     for record in read_runs(runs_dir, REPORT_SEEDS):
-        if record.label not in colors:
+        if record.label not in labels:
             continue
         metrics = record.metrics()
         for ax, (key, _) in zip(axes.flat, DIAGNOSTICS, strict=True):
@@ -201,7 +206,7 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels
             if points:
                 steps, values = zip(*points, strict=True)
                 ax.plot(steps, values, _seed_style(record.seed, LINE_STYLES, LINE_STYLES[-1]),
-                        color=colors[record.label], linewidth=0.9, label=record.name)
+                        color=arm_color(record.label), linewidth=0.9, label=record.name)
     for ax, (key, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
         if key == "losses/explained_variance" and ax.dataLim.y0 < EXPLAINED_VARIANCE_FLOOR:  # y0: the lowest drawn
             ax.set_ylim(EXPLAINED_VARIANCE_FLOOR, 1.05)  # it never exceeds 1
@@ -233,7 +238,7 @@ def _draw_series(ax: Axes, analysis: dict[str, Any], value: Callable[[dict[str, 
     for run, points in series.items():
         algo, seed = parse_run_name(run)
         steps, values = zip(*points, strict=True)
-        ax.plot(steps, values, style, marker=_seed_style(seed, SEED_MARKERS, "x"), color=f"C{ALGOS.index(algo)}",
+        ax.plot(steps, values, style, marker=_seed_style(seed, SEED_MARKERS, "x"), color=arm_color(algo),
                 label=run + suffix)
 
 

@@ -15,7 +15,15 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlhelpers.report.plotting import algo_curve, draw_seeds, label_steps, mean_return, runs_by_label, save_figure
+from rlhelpers.report.plotting import (
+    algo_curve,
+    arm_color,
+    draw_seeds,
+    label_steps,
+    mean_return,
+    runs_by_label,
+    save_figure,
+)
 from rlhelpers.runner.config import REPORT_SEEDS
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -151,7 +159,7 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         curves.append(fig.add_subplot(grid[0, 2 * i:2 * i + 2], sharex=curves[0], sharey=curves[0]))
         curves[-1].tick_params(labelleft=False)
     for i, (ax, arm) in enumerate(zip(curves, runs, strict=True)):
-        _draw_arm(ax, runs[arm], f"C{i}", target)
+        _draw_arm(ax, runs[arm], arm_color(arm), target)
         when = found[f"pass/{arm}"]  # first and last step, written once when they round alike
         notes = [] if when is None else ["at " + "-".join(dict.fromkeys(f"{step / 1e6:.1f}M" for step in when))]
         training = found[f"training/{arm}"]  # so that a seed still on its way does not read as one that failed
@@ -180,18 +188,18 @@ def _draw_arm(ax: Axes, records: Sequence[RunRecord], color: str, target: float)
 
 
 def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, Any]) -> None:
-    scored = {i: sorted((found[f"score/{r.name}"], r.seed) for r in records if found[f"score/{r.name}"] is not None)
-              for i, records in enumerate(runs.values())}
-    every = [score for arm in scored.values() for score, _ in arm] or [0.0]
+    scored = {arm: sorted((found[f"score/{r.name}"], r.seed) for r in records if found[f"score/{r.name}"] is not None)
+              for arm, records in runs.items()}
+    every = [score for points in scored.values() for score, _ in points] or [0.0]
     pad = max(max(every) - min(every), 1.0) * 0.1
     low, high = ax.set_ylim(min(every) - pad, max(every) + pad)
     gap = 0.06 * (high - low)  # the seed labels' least vertical distance: 6% of the panel's height
-    for i, arm in scored.items():
-        ax.plot([i] * len(arm), [score for score, _ in arm], "o", color=f"C{i}", markersize=5)
-        if arm:
-            ax.hlines(np.mean([s for s, _ in arm]), i - 0.15, i + 0.15, color=f"C{i}", linewidth=2)
+    for i, (arm, points) in enumerate(scored.items()):
+        ax.plot([i] * len(points), [score for score, _ in points], "o", color=arm_color(arm), markersize=5)
+        if points:
+            ax.hlines(np.mean([s for s, _ in points]), i - 0.15, i + 0.15, color=arm_color(arm), linewidth=2)
         for side in (0, 1):  # labels alternate sides, and on each side close ones move up to stay readable
-            labelled = arm[side::2]  # placed at its score, or ``gap`` above the label below
+            labelled = points[side::2]  # placed at its score, or ``gap`` above the label below
             ys = accumulate((s for s, _ in labelled), lambda below, y: max(y, below + gap))
             for (_, seed), y in zip(labelled, ys, strict=True):
                 ax.text(i + (0.2 if side else -0.2), y, str(seed), ha="left" if side else "right",
