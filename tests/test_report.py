@@ -215,7 +215,10 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     assert "a2c_seed-200" not in table  # the five-seed runs have their own section and appendix table
     assert "task1-a2chp_seed-0" not in table  # the prescribed table is the three algorithms'
     assert [t for t in _tables(nb) if "| a2c_seed-200 |" in t] and (tmp_path / "figures" / "seeds.png").exists()
-    assert not [t for t in _tables(nb) if "task1-a2chp" in t]  # the five-seed appendix table is the ablation's
+    # the equal-hyperparameters runs have their own figure and appendix table, and join no other table
+    equal_hp = [t for t in _tables(nb) if "task1-a2chp" in t]
+    assert len(equal_hp) == 1 and "| task1-a2chp_seed-0 |" in equal_hp[0] and "| task1-a2chp_seed-200 |" in equal_hp[0]
+    assert "a2c_seed-200" not in equal_hp[0] and (tmp_path / "figures" / "equal_hp.png").exists()
     # 600,000 steps in 6,000 s; means -20, 5, 19: above -10 and 0 first at 300,000, above 18 at 600,000
     assert table.startswith("**Runs on `PongNoFrameskip-v4`**\n")  # the environment once, not on every row
     assert ("| a2c_seed-0 | 600,000 | 1.7 | 19.00 ± 0.58 (3) | 19.00 ± 0.58 (600,000) "
