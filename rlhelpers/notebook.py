@@ -138,6 +138,4 @@ def run_config(algo: str, **options: Any) -> TrainConfig | None:
 def target_return(env_id: str, stop_return: float | None) -> float:
     """The return the table and the discussion measure the runs against: ``stop_return``, or else the
     one runs of ``env_id`` stop at by default (18 on Atari, the reward threshold on classic control)."""
-    if stop_return is not None:
-        return float(stop_return)
-    return float(validate(TrainConfig(env_id=env_id)).stop_return)
+    return float(stop_return if stop_return is not None else validate(TrainConfig(env_id=env_id)).stop_return)

@@ -151,24 +151,22 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
     nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
     """
-    records = {r.name: r for r in read_runs(runs_dir, REPORT_SEEDS)}
-    found: dict[str, Any] = {}
-    for name, record in records.items():
-        if record.evaluations:
-            found[f"pass/{name}"] = record.first_step_above(target)
-            found[f"last/{name}"] = record.last.mean
-    parts = [("", compare_speed(records.values(), ALGOS)),
-             ("ablation/", compare_speed(records.values(), ABLATION_ARMS)),
+    records = read_runs(runs_dir, REPORT_SEEDS)
+    evaluated = [record for record in records if record.evaluations]
+    parts = [("pass/", {r.name: r.first_step_above(target) for r in evaluated}),
+             ("last/", {r.name: r.last.mean for r in evaluated}),
+             ("", compare_speed(records, ALGOS)),
+             ("ablation/", compare_speed(records, ABLATION_ARMS)),
              ("", _gradient_facts(analysis)),
              ("seeds/", measure_seeds(runs_dir, target)),
              ("equal_hp/", measure_seeds(runs_dir, target, EQUAL_HP_PREDICTIONS))]
     if seeds_analysis is not None:
         parts.append(("seeds/", _gradient_facts(merged_analysis(analysis, seeds_analysis))))
-    found.update({prefix + key: value for prefix, part in parts for key, value in part.items()})
+    found = {prefix + key: value for prefix, part in parts for key, value in part.items()}
     # the report runs' budget: a run with a variant is the ablation's (one saved before variants existed has none)
-    budgets = {record.config.get("total_timesteps") for record in records.values() if not record.config.get("variant")}
+    budgets = {record.config.get("total_timesteps") for record in records if not record.config.get("variant")}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
-    lr = {record.label: record.config.get("lr") for record in records.values()}
+    lr = {record.label: record.config.get("lr") for record in records}
     found["lr_ratio"] = lr["task1"] / lr["a2c"] if lr.get("task1") and lr.get("a2c") else None
     return found
 
