@@ -96,10 +96,8 @@ def setup_wandb(mode: str | None, runs_dir: str = DEFAULT_RUNS_DIR) -> str:
     without a key is refused with an ``RLHelpersError`` instead of W&B's prompt. Without uploads the
     message says how to publish the runs of ``runs_dir`` later.
     """
-    if on_colab() and not os.environ.get(WANDB_KEY):
-        key = _colab_secret(WANDB_KEY)
-        if key:
-            os.environ[WANDB_KEY] = key
+    if on_colab() and not os.environ.get(WANDB_KEY) and (key := _colab_secret(WANDB_KEY)):
+        os.environ[WANDB_KEY] = key
     resolved = resolve_wandb_mode(mode)
     print("W&B: online" if resolved == "online" else upload_notice(resolved, runs_dir, on_colab(), _on_drive(runs_dir)))
     return resolved
@@ -110,9 +108,7 @@ def check_parameters(executed_cells: list[str], recompute_analysis: object) -> N
     (papermill only warns, and the default stays in force) and text for the ``recompute_analysis`` flag
     (``-r`` passes text, and any text is true). ``executed_cells`` are the kernel's cell sources (IPython's
     ``In``); papermill's injected cell is the one that starts with ``# Parameters``."""
-    for source in executed_cells:
-        if not source.startswith("# Parameters\n"):
-            continue
+    for source in (cell for cell in executed_cells if cell.startswith("# Parameters\n")):
         for node in ast.parse(source).body:
             for target in getattr(node, "targets", []):
                 if (isinstance(target, ast.Name) and target.id not in NOTEBOOK_PARAMETERS
@@ -142,6 +138,4 @@ def run_config(algo: str, **options: Any) -> TrainConfig | None:
 def target_return(env_id: str, stop_return: float | None) -> float:
     """The return the table and the discussion measure the runs against: ``stop_return``, or else the
     one runs of ``env_id`` stop at by default (18 on Atari, the reward threshold on classic control)."""
-    if stop_return is not None:
-        return float(stop_return)
-    return float(validate(TrainConfig(env_id=env_id)).stop_return)
+    return float(stop_return if stop_return is not None else validate(TrainConfig(env_id=env_id)).stop_return)

@@ -27,7 +27,7 @@ from rlhelpers.report.analysis import (
     stage_steps,
     task_gradient_agreement,
 )
-from rlhelpers.report.claims import history_divergence
+from rlhelpers.report.results import history_divergence
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.records import read_runs
 from rlhelpers.runner.run import train

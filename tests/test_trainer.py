@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.losses import state_value
+from rlhelpers.core.losses import ALGORITHMS, state_value
 from rlhelpers.core.networks import sample_actions
 from rlhelpers.core.trainer import Trainer, env_group_count, training_cuda_rng_state
 from rlhelpers.runner.checkpoint import RunDirectory, load_model
@@ -115,8 +115,8 @@ def test_the_update_through_the_acting_passes_has_the_gradient_of_a_new_pass_ove
         weights = copy.deepcopy(trainer.model)
         cfg, buf = trainer.config, trainer.buffer
         returns = buf.returns(trainer._values(trainer.obs), cfg.gamma).flatten()
-        loss, _ = trainer.loss_fn(*weights(buf.observations.flatten(0, 1)), buf.actions.flatten(), returns,
-                                  pg_coef=cfg.pg_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
+        loss, _ = ALGORITHMS[algo].loss(*weights(buf.observations.flatten(0, 1)), buf.actions.flatten(), returns,
+                                        pg_coef=cfg.pg_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
         loss.backward()
         trainer.update()
         for (name, new), old in zip(trainer.model.named_parameters(), weights.parameters(), strict=True):

@@ -38,14 +38,13 @@ def evaluate_policy(
     while (counts < targets).any():
         actions = sample_actions(model(torch.as_tensor(obs, device=device))[0])
         obs, _, _, _, info = env.step(actions.cpu().numpy())
-        if "episode" in info:
-            for i in np.flatnonzero(info["_episode"]):
-                if counts[i] < targets[i]:
-                    counts[i] += 1
-                    returns.append(float(info["episode"]["r"][i]))
-                    lengths.append(int(info["episode"]["l"][i]))
-                    if on_episode is not None:
-                        on_episode()
+        for i in np.flatnonzero(info.get("_episode", ())):  # the envs whose episode ended at this step
+            if counts[i] < targets[i]:
+                counts[i] += 1
+                returns.append(float(info["episode"]["r"][i]))
+                lengths.append(int(info["episode"]["l"][i]))
+                if on_episode is not None:
+                    on_episode()
     return returns, lengths
 
 

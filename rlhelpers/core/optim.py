@@ -39,4 +39,3 @@ class RMSpropTFLike(torch.optim.Optimizer):
             denom = torch._foreach_add(square_avgs, group["eps"])
             torch._foreach_sqrt_(denom)
             torch._foreach_addcdiv_(params, grads, denom, value=-group["lr"])
-        return None

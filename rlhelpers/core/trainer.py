@@ -81,7 +81,6 @@ class Trainer:
         self.model = model.to(self.device)
         self.optimizer = RMSpropTFLike(self.model.parameters(), lr=config.lr, alpha=config.rms_alpha,
                                        eps=config.rms_eps)
-        self.loss_fn = ALGORITHMS[config.algo].loss
         obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
         self.buffer = RolloutBuffer(config.n_steps, config.n_envs, obs_space.shape, obs_dtype, self.device)
         self.num_timesteps = 0
@@ -173,8 +172,8 @@ class Trainer:
         returns = self.buffer.returns(self._values(self.obs), cfg.gamma).flatten()
         logits, critic = self.model.heads(torch.cat(self.acting_trunks))
         self.acting_trunks = []  # the graph is freed by the backward pass below
-        loss, stats = self.loss_fn(logits, critic, self.buffer.actions.flatten(), returns,
-                                   pg_coef=cfg.pg_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
+        loss, stats = ALGORITHMS[cfg.algo].loss(logits, critic, self.buffer.actions.flatten(), returns,
+                                                pg_coef=cfg.pg_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         stats["grad_norm"] = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)

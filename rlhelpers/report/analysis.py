@@ -209,11 +209,9 @@ def loss_term_gradients(model: ActorCritic, algo: str, batch: Batch, config: Tra
     weights = {"actor": (config.pg_coef, 0.0, 0.0), "critic": (0.0, config.vf_coef, 0.0),
                "entropy": (0.0, 0.0, config.ent_coef)}
     outputs = model(batch.obs)
-    result: dict[str, Any] = {}
-    for term, coefs in weights.items():
-        loss = _loss(outputs, algo, batch, *coefs)
-        result[term] = {group: float(_flat_grad(loss, params).norm()) for group, params in groups.items()}
-    return result
+    losses = {term: _loss(outputs, algo, batch, *coefs) for term, coefs in weights.items()}
+    return {term: {group: float(_flat_grad(loss, params).norm()) for group, params in groups.items()}
+            for term, loss in losses.items()}
 
 
 def advantage_scale(model: ActorCritic, algo: str, batch: Batch) -> dict[str, float]:
@@ -257,11 +255,9 @@ def optimizer_regime(checkpoint: dict[str, Any]) -> dict[str, Any]:
         if index in optimizer_state["state"]:
             square_avgs.setdefault(head if head in ("policy_head", "critic_head") else "encoder", []).append(
                 optimizer_state["state"][index]["square_avg"].flatten().double())
-    groups = {}
-    for group, values in square_avgs.items():
-        v = torch.cat(values)
-        groups[group] = {"n_parameters": v.numel(), "below_eps_share": float((v < eps).double().mean()),
-                         "median_rms": float(v.median().sqrt())}
+    joined = {group: torch.cat(values) for group, values in square_avgs.items()}
+    groups = {group: {"n_parameters": v.numel(), "below_eps_share": float((v < eps).double().mean()),
+                      "median_rms": float(v.median().sqrt())} for group, v in joined.items()}
     return {"step": int(checkpoint["num_timesteps"]), "eps": eps, "groups": groups}
 
 

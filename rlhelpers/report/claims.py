@@ -83,6 +83,7 @@ def _head_actor_ratio(head_actor: dict[tuple[str, int, int], float], a: str, b: 
 def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
     named = [(*parse_run_name(s["run"]), s) for s in (analysis or {}).get("snapshots", {}).values()]
     trained = [(label, seed, s) for label, seed, s in named if s["step"] > 0]
+    labels = {label for label, _, _ in trained}
     head_actor = {(label, seed, s["step"]): s["loss_term_gradients"]["actor"]["policy_head"]
                   for label, seed, s in trained}
     agreement = [s["task_gradient_agreement"] for label, _, s in named
@@ -94,7 +95,8 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
         "variance_ratio": span(v["sampled_over_all_action_batch"] for v in variance),
         **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a, b in permutations(FIVE_SEED_ARMS, 2)},
         **{f"advantage/{label}": span(s["advantage_scale"]["advantage_rms"] for lab, _, s in trained if lab == label)
-           for label in {label for label, _, _ in trained}},
+           for label in labels},
+        **{f"analysed/{label}": len({s["run"] for lab, _, s in trained if lab == label}) for label in labels},
         "error_over_spread": span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
                                   for label, _, s in trained if label == "task1"),
     }
@@ -134,42 +136,37 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
       gradient on the policy head over b's, same seed and step), ``advantage/<label>`` (the size of the
       advantage its actor follows; a variant's too), ``error_over_spread`` (task1's critic error over its
       action spread), ``encoder_critic_over_actor/<algo>``, ``eps_share/<algo>`` (share of policy-head
-      parameters whose RMSprop mean square is below epsilon) and ``lr_ratio`` (task1's learning rate over A2C's);
+      parameters whose RMSprop mean square is below epsilon), ``analysed/<label>`` (how many runs of the label
+      have a trained snapshot) and ``lr_ratio`` (task1's learning rate over A2C's);
     - ``budget``: the report runs' training budget, when they share one;
     - ``ablation/...``: ``compare_speed`` of ``ABLATION_ARMS`` (``ablation/until``,
       ``ablation/below/<a>/<b>``, ...);
     - ``seeds/...``: the five-seed section's figures, ``measure_seeds`` of the runs of all five seeds
       (``seeds/passed/<arm>``, ``seeds/interval/<x>/<y>``, ...), and given the five-seed runs' gradient
       analysis ``seeds_analysis``, the gradient facts over the snapshots of both analyses
-      (``seeds/variance_ratio``, ...) with ``seeds/analysed/<label>``, how many runs of each label they cover;
+      (``seeds/variance_ratio``, ``seeds/analysed/<label>``, ...);
     - ``equal_hp/...``: the equal-hyperparameters section's, ``measure_seeds`` of ``EQUAL_HP_PREDICTIONS``.
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
     nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
     """
-    records = {r.name: r for r in read_runs(runs_dir, REPORT_SEEDS)}
-    found: dict[str, Any] = {}
-    for name, record in records.items():
-        if record.evaluations:
-            found[f"pass/{name}"] = record.first_step_above(target)
-            found[f"last/{name}"] = record.last.mean
-    found.update(compare_speed(records.values(), ALGOS))
-    found.update({f"ablation/{key}": value for key, value in compare_speed(records.values(), ABLATION_ARMS).items()})
-    found.update(_gradient_facts(analysis))
-    found.update({f"seeds/{key}": value for key, value in measure_seeds(runs_dir, target).items()})
-    found.update({f"equal_hp/{key}": value
-                  for key, value in measure_seeds(runs_dir, target, EQUAL_HP_PREDICTIONS).items()})
+    records = read_runs(runs_dir, REPORT_SEEDS)
+    evaluated = [record for record in records if record.evaluations]
+    parts = [("pass/", {r.name: r.first_step_above(target) for r in evaluated}),
+             ("last/", {r.name: r.last.mean for r in evaluated}),
+             ("", compare_speed(records, ALGOS)),
+             ("ablation/", compare_speed(records, ABLATION_ARMS)),
+             ("", _gradient_facts(analysis)),
+             ("seeds/", measure_seeds(runs_dir, target)),
+             ("equal_hp/", measure_seeds(runs_dir, target, EQUAL_HP_PREDICTIONS))]
     if seeds_analysis is not None:
-        every = merged_analysis(analysis, seeds_analysis)
-        found.update({f"seeds/{key}": value for key, value in _gradient_facts(every).items()})
-        analysed = {s["run"] for s in every["snapshots"].values() if s["step"] > 0}
-        labels = [parse_run_name(run)[0] for run in analysed]
-        found.update({f"seeds/analysed/{label}": labels.count(label) for label in set(labels)})
+        parts.append(("seeds/", _gradient_facts(merged_analysis(analysis, seeds_analysis))))
+    found = {prefix + key: value for prefix, part in parts for key, value in part.items()}
     # the report runs' budget: a run with a variant is the ablation's (one saved before variants existed has none)
-    budgets = {record.config.get("total_timesteps") for record in records.values() if not record.config.get("variant")}
+    budgets = {record.config.get("total_timesteps") for record in records if not record.config.get("variant")}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
-    lr = {record.label: record.config.get("lr") for record in records.values()}
+    lr = {record.label: record.config.get("lr") for record in records}
     found["lr_ratio"] = lr["task1"] / lr["a2c"] if lr.get("task1") and lr.get("a2c") else None
     return found
 
@@ -177,11 +174,8 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
 def check(claims: Iterable[Claim], measured: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     """Per claim: what it says, its figure in the text, the figure measured now (rounded as the text
     rounds it) and whether the two agree."""
-    rows = []
-    for claim in claims:
-        now = _format(measured.get(claim.key), claim.fmt)
-        rows.append((claim.says, claim.figure, now, now == claim.figure))
-    return rows
+    nows = [(claim, _format(measured.get(claim.key), claim.fmt)) for claim in claims]
+    return [(claim.says, claim.figure, now, now == claim.figure) for claim, now in nows]
 
 
 def markdown_table(title: str | None, rows: list[dict[str, str]], left: tuple[int, ...] = (0,), empty: str = "") -> str:

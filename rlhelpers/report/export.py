@@ -68,9 +68,8 @@ class MathMLHTMLExporter(HTMLExporter):
     @pass_context
     def markdown2html(self, context: dict[str, Any], source: str) -> str:
         """``HTMLExporter.markdown2html`` with ``MathMLRenderer``."""
-        cell = context.get("cell", {})
         renderer = MathMLRenderer(
-            escape=False, attachments=cell.get("attachments", {}), embed_images=self.embed_images,
+            escape=False, attachments=context.get("cell", {}).get("attachments", {}), embed_images=self.embed_images,
             path=context.get("resources", {}).get("metadata", {}).get("path", ""),
             anchor_link_text=self.anchor_link_text, exclude_anchor_links=self.exclude_anchor_links,
             **self.lexer_options)

@@ -118,7 +118,6 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
         raise RLHelpersError(f"{runs_dir} holds runs of several environments ({', '.join(envs)}); "
                              "plot each environment's runs from a runs directory of its own")
     fig, ax = plt.subplots(figsize=(8, 5.6))
-    any_stopped = False
     for style, (label, runs) in zip(itertools.cycle(LINE_STYLES), runs_by_label(records, labels).items()):
         if not runs:
             continue
@@ -128,7 +127,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
                         label=f"{label} ({seed_text})")
         ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=line.get_color(),
                         alpha=0.25)
-        any_stopped |= draw_seeds(ax, runs, line.get_color(), style, alpha=0.6, cross=(9, 2))
+        draw_seeds(ax, runs, line.get_color(), style, alpha=0.6, cross=(9, 2))
     label_steps(ax)
     ax.set_ylabel("evaluation return (mean ± 1 s.e.)")
     ax.set_title(f"{', '.join(envs) or 'no runs found'}: stochastic-policy evaluation")
@@ -136,7 +135,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
     if ax.lines:
         ax.legend()
     caption = ("Thick: mean over all seeds' evaluation episodes, band ±1 standard error; thin: each seed alone.")
-    if any_stopped:
+    if any(r.stopped_early() for r in records if r.label in labels):
         caption += ("\n× marks a seed that exceeded its stop return and stopped; its last evaluation is held "
                     "at later steps.")
     save_figure(fig, out, dpi=120, caption=caption, bottom=0.06)
@@ -146,16 +145,15 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
 
 
 def draw_seeds(ax: Axes, runs: Sequence[RunRecord], color: str, style: str, alpha: float,
-               cross: tuple[float, float]) -> bool:
+               cross: tuple[float, float]) -> None:
     """Each run's evaluation means as a thin line, and × (``cross``: its size and line width) on the last of
-    each run that stopped early; whether any did."""
+    each run that stopped early."""
     for run in runs:
         steps, means = [e.step for e in run.evaluations], [e.mean for e in run.evaluations]
         ax.plot(steps, means, style, color=color, linewidth=0.7, alpha=alpha, label=f"_{run.name}")
         if run.stopped_early():
             ax.plot(steps[-1], means[-1], "x", color=color, markersize=cross[0], markeredgewidth=cross[1],
                     label=f"_{run.name} stopped")
-    return any(run.stopped_early() for run in runs)
 
 
 def save_figure(fig: Figure, out: str | Path | None, dpi: int = 110, caption: str | None = None,
@@ -197,9 +195,7 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels
     entropy, explained variance, training-episode return and gradient norm against environment steps; one
     colour per label, one line style per seed (the styles of ``plot_comparison``'s curves)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
-    for record in read_runs(runs_dir, REPORT_SEEDS):
-        if record.label not in labels:
-            continue
+    for record in [r for r in read_runs(runs_dir, REPORT_SEEDS) if r.label in labels]:
         metrics = record.metrics()
         for ax, (key, _) in zip(axes.flat, DIAGNOSTICS, strict=True):
             points = [(m["global_step"], m[key]) for m in metrics if m.get(key) is not None]

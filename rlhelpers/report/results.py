@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.core.evaluation import mean_and_sem
 from rlhelpers.report.claims import markdown_table
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name
@@ -64,16 +63,14 @@ def history_divergence(first: RunRecord, second: RunRecord) -> dict[str, Any]:
     """Where two runs' evaluation histories part: the last step up to which every common evaluation holds
     identical returns, and at each later common step the absolute gap between the two mean returns and
     the standard error of that gap, sqrt(se_1^2 + se_2^2)."""
-    a, b = first.returns_at, second.returns_at
+    a, b = ({e.step: e for e in run.evaluations} for run in (first, second))
     common = sorted(set(a) & set(b))
-    identical = list(takewhile(lambda step: a[step] == b[step], common))  # the common steps before they part
-    gap, gap_sem = {}, {}
-    for step in common[len(identical):]:
-        (mean_a, sem_a), (mean_b, sem_b) = mean_and_sem(a[step]), mean_and_sem(b[step])
-        gap[step], gap_sem[step] = abs(mean_a - mean_b), math.hypot(sem_a, sem_b)
+    identical = list(takewhile(lambda step: a[step].returns == b[step].returns, common))  # before they part
+    later = common[len(identical):]
     return {"last_identical_step": identical[-1] if identical else None,
-            "identical_steps": sum(a[s] == b[s] for s in common), "common_steps": len(common), "mean_gap": gap,
-            "gap_sem": gap_sem}
+            "identical_steps": sum(a[s].returns == b[s].returns for s in common), "common_steps": len(common),
+            "mean_gap": {s: abs(a[s].mean - b[s].mean) for s in later},
+            "gap_sem": {s: math.hypot(a[s].sem, b[s].sem) for s in later}}
 
 
 def divergence_markdown(runs_dir: str | Path) -> str:
