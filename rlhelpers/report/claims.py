@@ -174,8 +174,11 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
 def check(claims: Iterable[Claim], measured: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     """Per claim: what it says, its figure in the text, the figure measured now (rounded as the text
     rounds it) and whether the two agree."""
-    nows = [(claim, _format(measured.get(claim.key), claim.fmt)) for claim in claims]
-    return [(claim.says, claim.figure, now, now == claim.figure) for claim, now in nows]
+    rows = []
+    for claim in claims:
+        now = _format(measured.get(claim.key), claim.fmt)
+        rows.append((claim.says, claim.figure, now, now == claim.figure))
+    return rows
 
 
 def markdown_table(title: str | None, rows: list[dict[str, str]], left: tuple[int, ...] = (0,), empty: str = "") -> str:
