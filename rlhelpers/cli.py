@@ -173,11 +173,9 @@ def _train(args: argparse.Namespace) -> None:
     from rlhelpers.runner.run import train
 
     result = train(TrainConfig(**_config_options(args)))
-    summary = ""
-    if result.eval_history:
-        last = result.eval_history[-1]
-        summary = f"; last evaluation {mean_return(last):.2f} at step {last['step']:,}"
-    print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}){summary}")
+    last = result.eval_history[-1]  # a run ends with an evaluation, or is reported from its evaluated history
+    print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
+          f"{mean_return(last):.2f} at step {last['step']:,}")
 
 
 def _campaign(args: argparse.Namespace) -> int:
