@@ -23,14 +23,10 @@ from typing import Any
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics
-from rlhelpers.runner.config import check_choice
 from rlhelpers.runner.files import HISTORY_FILE
 from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run, logged_keys, project_url
-
-PUBLISH_MODES = ("online", "offline")
-
 
 @dataclass
 class Published:
@@ -103,12 +99,12 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
 
 def publish_runs(runs_dir: str | Path, mode: str = "online", project: str | None = None,
                  entity: str | None = None) -> list[Published]:
-    """Publish every run under ``runs_dir`` that has an eval_history.json, printing one line per run.
+    """Publish every run under ``runs_dir`` that has an eval_history.json, printing one line per run; ``mode`` is
+    ``online`` or ``offline`` (the choices of publish's --mode).
 
     Runs that a live process is training are skipped (publish them once they stop). Online mode needs
     an API key (``WANDB_API_KEY`` or ``wandb login``); without one it raises ``RLHelpersError``.
     """
-    check_choice("publish mode", mode, PUBLISH_MODES)
     if mode == "online" and not has_wandb_key():
         raise RLHelpersError(f"publishing online needs a W&B API key and none was found: {ADD_WANDB_KEY}, then "
                              "publish again; or pass --mode offline to write one complete offline run per (algo, seed) "
