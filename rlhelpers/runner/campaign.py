@@ -18,7 +18,6 @@ to SLURM (``cluster``).
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 import subprocess
 import sys
@@ -225,7 +224,6 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
     """
     runs_dir = Path(config.runs_dir).resolve()
     runs_dir.mkdir(parents=True, exist_ok=True)
-    config = dataclasses.replace(config, runs_dir=str(runs_dir))
     runs = campaign_runs() if runs is None else runs
     lock = RunLock(runs_dir, file_name=CAMPAIGN_LOCK, what=f"the campaign lock of {runs_dir}")
     try:
