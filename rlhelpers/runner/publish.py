@@ -28,6 +28,7 @@ from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run, logged_keys, project_url
 
+
 @dataclass
 class Published:
     """What ``publish_run`` did for one run."""
