@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from rlhelpers.core.envs import usable_cpus
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, parse_arm, resolve_config
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, resolve_config
 from rlhelpers.runner.console import progress_bar, say
 from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
@@ -45,11 +45,13 @@ WAIT_FOR_HOLDER = "waiting until it stops, then training it if it is unfinished"
 
 
 def campaign_runs(arms: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[CampaignRun]:
-    """The runs of every arm (``task1``, ``task1-pg1``: ``config.ARMS``) with every seed, seed by seed, so that
-    the runs finished at any time cover the arms evenly."""
+    """The runs of every arm (``<algo>`` or ``<algo>-<variant>``: ``task1``, ``task1-pg1``, ``config.ARMS``) with
+    every seed, seed by seed, so that the runs finished at any time cover the arms evenly. An arm's algo and variant
+    are checked with the rest of each run's config (``check_options``)."""
     if len(set(seeds)) != len(seeds) or len(set(arms)) != len(arms):
         raise RLHelpersError(f"each arm and seed once, got arms {' '.join(arms)} and seeds {' '.join(map(str, seeds))}")
-    return [CampaignRun(*parse_arm(arm), seed) for seed in seeds for arm in arms]
+    return [CampaignRun(algo, variant, seed) for seed in seeds
+            for algo, _, variant in (arm.partition("-") for arm in arms)]
 
 
 def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = None) -> tuple[int, int]:
