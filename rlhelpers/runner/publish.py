@@ -56,14 +56,10 @@ def local_rows(record: RunRecord) -> list[dict[str, Any]]:
 
 
 def rows_to_log(rows: list[dict[str, Any]], present: dict[int, set[str]]) -> list[dict[str, Any]]:
-    """The part of each row that W&B does not hold yet; ``present`` maps a global_step to the keys logged there."""
-    missing = []
-    for row in rows:
-        have = present.get(row["global_step"], set())
-        new = {k: v for k, v in row.items() if k != "global_step" and k not in have}
-        if new:
-            missing.append({**new, "global_step": row["global_step"]})
-    return missing
+    """The part of each row that W&B does not hold yet, with its global_step; ``present`` maps a global_step to the
+    keys logged there (``logged_keys``, which leaves global_step itself out)."""
+    missing = [{k: v for k, v in row.items() if k not in present.get(row["global_step"], ())} for row in rows]
+    return [row for row in missing if len(row) > 1]  # a row of its global_step alone holds nothing new
 
 
 def publish_run(run_path: Path, mode: str, project: str | None = None, entity: str | None = None) -> Published:
