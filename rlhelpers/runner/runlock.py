@@ -230,13 +230,11 @@ class RunLock:
             return
         owner = _read(self.path)[1]
         if owner and not self._is_self(owner):
-            raise RLHelpersError(
-                f"{self.what} was taken over by host {owner.get('host')} (pid {owner.get('pid')}), "
-                "which found this process's heartbeat stale; this process stops and leaves the run to it")
+            raise RLHelpersError(f"{self.what} was taken over by {holder(owner)}, which found this process's "
+                                 "heartbeat stale; this process stops and leaves the run to it")
         self._write()
 
     def release(self) -> None:
         """Give the lock up if this process still holds it."""
-        owner = _read(self.path)[1]
-        if owner and self._is_self(owner):
+        if self._is_self(_read(self.path)[1] or {}):
             self.path.unlink(missing_ok=True)
