@@ -118,10 +118,8 @@ def publish_runs(runs_dir: str | Path, mode: str = "online", project: str | None
             continue
         result = publish_run(path, mode, project, entity)
         published.append(result)
-        if mode == "online":
-            print(f"{result.run_name}: {result.logged} rows logged, {result.present} already in W&B: {result.location}")
-        else:
-            print(f"{result.run_name}: {result.logged} rows written to {result.location}")
+        done = f"logged, {result.present} already in W&B:" if mode == "online" else "written to"
+        print(f"{result.run_name}: {result.logged} rows {done} {result.location}")
     if mode == "online" and published:
         print(f"W&B project: {published[-1].project_url}. To make its links public, open it, click the visibility "
               "icon next to the project name (or Overview, then Edit), choose Public and Save.")
