@@ -116,9 +116,8 @@ class RunLock:
         return owner if not self._is_self(owner) and self._owner_alive(owner) else None
 
     def _record(self) -> bytes:
-        now = time.time()
-        self._last_beat = now
-        return json.dumps(dict(self.owner, heartbeat=now)).encode()
+        self._last_beat = time.time()
+        return json.dumps(dict(self.owner, heartbeat=self._last_beat)).encode()
 
     def _write(self) -> None:
         try:  # a temporary file of this process's own, as two processes may write a lock at once
