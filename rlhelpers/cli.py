@@ -38,9 +38,7 @@ def _run_defaults_text(name: str) -> str | None:
 def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
     """One option per TrainConfig field but those in ``skip``, of the field's type. An option not given stays out
     of the namespace (argparse.SUPPRESS), so that the config's own default applies."""
-    for f in dataclasses.fields(TrainConfig):
-        if f.name in skip:
-            continue
+    for f in [field for field in dataclasses.fields(TrainConfig) if field.name not in skip]:
         types = FIELD_TYPES[f.name]
         default = _run_defaults_text(f.name) or f.metadata.get("default", f.default)
         parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=argparse.SUPPRESS,
