@@ -213,10 +213,10 @@ def _outcome(config: TrainConfig, runs: list[CampaignRun], failed: list[str], si
     return 1 if failed or left else 0
 
 
-def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0,
-                 runs: list[CampaignRun] | None = None, show_progress: bool = False) -> int:
-    """Train or resume every one of ``runs`` (default: the report's six) that is not finished, ``parallel`` at
-    a time, in their order; a run that another live process trains is waited for.
+def run_campaign(config: TrainConfig, runs: list[CampaignRun], train_args: list[str], parallel: int,
+                 poll_s: float = 5.0, show_progress: bool = False) -> int:
+    """Train or resume every one of ``runs`` that is not finished, ``parallel`` at a time, in their order; a run
+    that another live process trains is waited for.
 
     ``config`` holds the options every run shares (its algo, variant and seed are ignored); ``train_args`` are
     the same options as command-line arguments for the children. With
@@ -226,7 +226,6 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
     """
     runs_dir = Path(config.runs_dir).resolve()
     runs_dir.mkdir(parents=True, exist_ok=True)
-    runs = campaign_runs() if runs is None else runs
     lock = RunLock(runs_dir, file_name=CAMPAIGN_LOCK, what=f"the campaign lock of {runs_dir}")
     try:
         lock.acquire()  # a campaign of another host (a Colab VM before a reconnect) is waited for until it is stale
@@ -309,4 +308,4 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, para
                     **slurm)
         return 0
     say(f"campaign: {len(runs)} runs, {runs_at_once} at a time on {device} ({device_name(device)})")
-    return run_campaign(config, train_args, runs_at_once, runs=runs, show_progress=show_progress)
+    return run_campaign(config, runs, train_args, runs_at_once, show_progress=show_progress)
