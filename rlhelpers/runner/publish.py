@@ -63,13 +63,12 @@ def rows_to_log(rows: list[dict[str, Any]], present: dict[int, set[str]]) -> lis
 
 
 def publish_run(run_path: Path, mode: str, project: str | None = None, entity: str | None = None) -> Published:
-    """Create or resume the W&B run of one run directory and log what it lacks (see the module docstring).
+    """Create or resume the W&B run of one run directory with an eval_history.json (``run_dirs``) and log what it
+    lacks (see the module docstring).
 
     ``project`` and ``entity`` default to the ones the run was trained with.
     """
     record = read_run(run_path)
-    if record is None:
-        raise RLHelpersError(f"{run_path} has no {HISTORY_FILE}: nothing to publish")
     run_id = record.wandb_run_id
     if not run_id:
         raise RLHelpersError(f"{run_path / HISTORY_FILE} has no wandb_run_id; it was not written by rlhelpers train")
