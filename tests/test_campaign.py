@@ -205,7 +205,7 @@ def test_the_campaign_chooses_by_the_device_its_runs_use_not_by_whether_cuda_is_
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     chosen = []
-    monkeypatch.setattr(campaign, "run_campaign", lambda config, train_args, parallel, **kwargs: chosen.append(
+    monkeypatch.setattr(campaign, "run_campaign", lambda config, runs, train_args, parallel, **kwargs: chosen.append(
         (parallel, train_args[train_args.index("--torch-threads") + 1] if "--torch-threads" in train_args else None)))
     options = dict(env_id="CartPole-v1", runs_dir=str(tmp_path), wandb_mode="disabled")
     campaign.train_campaign({**options, "device": "cpu"})
