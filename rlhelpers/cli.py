@@ -38,9 +38,7 @@ def _run_defaults_text(name: str) -> str | None:
 def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
     """One option per TrainConfig field but those in ``skip``, of the field's type. An option not given stays out
     of the namespace (argparse.SUPPRESS), so that the config's own default applies."""
-    for f in dataclasses.fields(TrainConfig):
-        if f.name in skip:
-            continue
+    for f in [field for field in dataclasses.fields(TrainConfig) if field.name not in skip]:
         types = FIELD_TYPES[f.name]
         default = _run_defaults_text(f.name) or f.metadata.get("default", f.default)
         parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=argparse.SUPPRESS,
@@ -173,11 +171,9 @@ def _train(args: argparse.Namespace) -> None:
     from rlhelpers.runner.run import train
 
     result = train(TrainConfig(**_config_options(args)))
-    summary = ""
-    if result.eval_history:
-        last = result.eval_history[-1]
-        summary = f"; last evaluation {mean_return(last):.2f} at step {last['step']:,}"
-    print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}){summary}")
+    last = result.eval_history[-1]  # a run ends with an evaluation, or is reported from its evaluated history
+    print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
+          f"{mean_return(last):.2f} at step {last['step']:,}")
 
 
 def _campaign(args: argparse.Namespace) -> int:

@@ -170,7 +170,7 @@ def test_a_failing_run_fails_the_campaign_by_name(tmp_path: Path, capsys: pytest
     for name in RUN_NAMES:
         write_history(runs / name, [-21.0] if name in failing else [-21.0, -5.0, 3.0])  # paused or finished
     config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(runs))
-    assert run_campaign(config, ["--total-timesteps", "1000", *CARTPOLE], parallel=2, poll_s=0.1) == 1
+    assert run_campaign(config, campaign_runs(), ["--total-timesteps", "1000", *CARTPOLE], parallel=2, poll_s=0.1) == 1
     out, err = capsys.readouterr()
     assert all(f"{name}: ended with exit code 2" in out for name in failing)
     assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES[2:])
@@ -205,7 +205,7 @@ def test_the_campaign_chooses_by_the_device_its_runs_use_not_by_whether_cuda_is_
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     chosen = []
-    monkeypatch.setattr(campaign, "run_campaign", lambda config, train_args, parallel, **kwargs: chosen.append(
+    monkeypatch.setattr(campaign, "run_campaign", lambda config, runs, train_args, parallel, **kwargs: chosen.append(
         (parallel, train_args[train_args.index("--torch-threads") + 1] if "--torch-threads" in train_args else None)))
     options = dict(env_id="CartPole-v1", runs_dir=str(tmp_path), wandb_mode="disabled")
     campaign.train_campaign({**options, "device": "cpu"})
@@ -266,7 +266,7 @@ def test_a_campaign_of_another_host_is_waited_out_not_taken_for_a_live_one(tmp_p
     (tmp_path / CAMPAIGN_LOCK).write_text(json.dumps({"host": "gone-vm", "pid": 1, "heartbeat": time.time() - 298}))
     config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(tmp_path))
     with pytest.warns(UserWarning, match=f"taking over the campaign lock of {tmp_path} from dead owner"):
-        assert run_campaign(config, CARTPOLE, parallel=2, poll_s=0.1) == 0
+        assert run_campaign(config, campaign_runs(), CARTPOLE, parallel=2, poll_s=0.1) == 0
     out, err = capsys.readouterr()
     assert "already running" not in out and "gone-vm" in err
     assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES)
@@ -326,7 +326,7 @@ def test_outside_a_terminal_the_campaign_lines_do_not_clear_and_redraw_the_bar(t
     for name in RUN_NAMES:  # one run paused without its checkpoints (its child fails at once), five finished
         write_history(tmp_path / name, [-21.0] if name == RUN_NAMES[0] else [-21.0, -5.0, 3.0])
     config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(tmp_path))
-    assert run_campaign(config, CARTPOLE, parallel=2, poll_s=0.1, show_progress=True) == 1
+    assert run_campaign(config, campaign_runs(), CARTPOLE, parallel=2, poll_s=0.1, show_progress=True) == 1
     out, err = capsys.readouterr()
     assert sorted(line.split(" (")[0] for line in out.splitlines()) == sorted([
         f"{RUN_NAMES[0]}: started", *(f"{name}: finished, skipped" for name in RUN_NAMES[1:]),

@@ -67,7 +67,8 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     train(cartpole(tmp_path, 3_000), show_progress=False)
     record = read_run(tmp_path / "task1_seed-0")
     assert (record.name, record.label, record.seed, record.config["variant"]) == ("task1_seed-0", "task1", 0, "")
-    first, second = record.provenance
+    saved = RunDirectory(tmp_path / "task1_seed-0").read_history()
+    first, second = saved["provenance"]
     assert (first["start_step"], second["start_step"]) == (0, 2_000)
     for key in ("rlhelpers", "torch", "gymnasium", "ale_py", "numpy", "python", "device_name", "cpu_count"):
         assert first[key], key
@@ -78,7 +79,7 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     history = record.evaluations
     assert [p.step for p in history] == [0, 1_000, 2_000, 3_000] and record.last == history[-1]
     assert record.finished() and len(record.last.returns) == len(record.last.lengths) == 2
-    times = [p.time for p in history]
+    times = [p["time"] for p in saved["history"]]
     seconds = [p.train_seconds for p in history]
     assert times == sorted(times) and abs(times[0] - first["start_time"]) < 60
     assert seconds == sorted(seconds) and seconds[0] >= 0 and seconds[-1] < time.time() - first["start_time"] + 1

@@ -18,7 +18,6 @@ to SLURM (``cluster``).
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from tqdm import tqdm
 
 from rlhelpers.core.envs import usable_cpus
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, parse_arm, resolve_config
+from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, resolve_config
 from rlhelpers.runner.console import progress_bar, say
 from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
@@ -46,11 +45,13 @@ WAIT_FOR_HOLDER = "waiting until it stops, then training it if it is unfinished"
 
 
 def campaign_runs(arms: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[CampaignRun]:
-    """The runs of every arm (``task1``, ``task1-pg1``: ``config.ARMS``) with every seed, seed by seed, so that
-    the runs finished at any time cover the arms evenly."""
+    """The runs of every arm (``<algo>`` or ``<algo>-<variant>``: ``task1``, ``task1-pg1``, ``config.ARMS``) with
+    every seed, seed by seed, so that the runs finished at any time cover the arms evenly. An arm's algo and variant
+    are checked with the rest of each run's config (``check_options``)."""
     if len(set(seeds)) != len(seeds) or len(set(arms)) != len(arms):
         raise RLHelpersError(f"each arm and seed once, got arms {' '.join(arms)} and seeds {' '.join(map(str, seeds))}")
-    return [CampaignRun(*parse_arm(arm), seed) for seed in seeds for arm in arms]
+    return [CampaignRun(algo, variant, seed) for seed in seeds
+            for algo, _, variant in (arm.partition("-") for arm in arms)]
 
 
 def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = None) -> tuple[int, int]:
@@ -212,10 +213,10 @@ def _outcome(config: TrainConfig, runs: list[CampaignRun], failed: list[str], si
     return 1 if failed or left else 0
 
 
-def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll_s: float = 5.0,
-                 runs: list[CampaignRun] | None = None, show_progress: bool = False) -> int:
-    """Train or resume every one of ``runs`` (default: the report's six) that is not finished, ``parallel`` at
-    a time, in their order; a run that another live process trains is waited for.
+def run_campaign(config: TrainConfig, runs: list[CampaignRun], train_args: list[str], parallel: int,
+                 poll_s: float = 5.0, show_progress: bool = False) -> int:
+    """Train or resume every one of ``runs`` that is not finished, ``parallel`` at a time, in their order; a run
+    that another live process trains is waited for.
 
     ``config`` holds the options every run shares (its algo, variant and seed are ignored); ``train_args`` are
     the same options as command-line arguments for the children. With
@@ -225,8 +226,6 @@ def run_campaign(config: TrainConfig, train_args: list[str], parallel: int, poll
     """
     runs_dir = Path(config.runs_dir).resolve()
     runs_dir.mkdir(parents=True, exist_ok=True)
-    config = dataclasses.replace(config, runs_dir=str(runs_dir))
-    runs = campaign_runs() if runs is None else runs
     lock = RunLock(runs_dir, file_name=CAMPAIGN_LOCK, what=f"the campaign lock of {runs_dir}")
     try:
         lock.acquire()  # a campaign of another host (a Colab VM before a reconnect) is waited for until it is stale
@@ -309,4 +308,4 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, para
                     **slurm)
         return 0
     say(f"campaign: {len(runs)} runs, {runs_at_once} at a time on {device} ({device_name(device)})")
-    return run_campaign(config, train_args, runs_at_once, runs=runs, show_progress=show_progress)
+    return run_campaign(config, runs, train_args, runs_at_once, show_progress=show_progress)

@@ -69,13 +69,6 @@ def _changes_algo(variant: str, algo: str) -> bool:
 ARMS = ALGOS + tuple(f"{algo}-{variant}" for variant in VARIANTS for algo in ALGOS if _changes_algo(variant, algo))
 
 
-def parse_arm(arm: str) -> tuple[str, str]:
-    """``(algo, variant)`` of an arm of ``ARMS``: ``task1`` is ``("task1", "")``, ``task1-pg1`` ``("task1", "pg1")``."""
-    check_choice("arm", arm, ARMS)
-    algo, _, variant = arm.partition("-")
-    return algo, variant
-
-
 def expected_runs(algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[str]:
     """Run names the report is made of: every algo with every seed."""
     return [format_run_name(algo, seed) for algo in algos for seed in seeds]

@@ -33,10 +33,6 @@ class CampaignRun(NamedTuple):
     def name(self) -> str:
         return format_run_name(self.algo, self.seed, self.variant)
 
-    def train_args(self) -> list[str]:
-        """The ``train`` options that name this run."""
-        return ["--algo", self.algo, "--seed", str(self.seed), *(["--variant", self.variant] if self.variant else [])]
-
 
 def _die_with_parent() -> None:
     """In the child before exec: ask Linux to send SIGTERM when the parent dies (no-op elsewhere)."""
@@ -48,7 +44,8 @@ def start_training(run: CampaignRun, runs_dir: Path, train_args: list[str]) -> s
     """Start training ``run`` in ``runs_dir`` with the shared ``train_args``, logging to its train.log."""
     run_path = runs_dir / run.name
     run_path.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "rlhelpers", "train", *run.train_args(), "--runs-dir", str(runs_dir), *train_args]
+    command = [sys.executable, "-m", "rlhelpers", "train", "--algo", run.algo, "--seed", str(run.seed),
+               *(["--variant", run.variant] if run.variant else []), "--runs-dir", str(runs_dir), *train_args]
     with open(run_path / TRAIN_LOG, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} campaign: {' '.join(command)}\n".encode())
         log.flush()

@@ -27,9 +27,8 @@ def _parse(line: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) and "global_step" in record else None
 
 
-def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
+def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Every complete record of a metrics log, in file order ([] when there is none)."""
-    path = Path(path)
     if not path.exists():
         return []
     return [r for r in map(_parse, path.read_text().splitlines()) if r is not None]

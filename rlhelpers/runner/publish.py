@@ -23,13 +23,10 @@ from typing import Any
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluation_metrics
-from rlhelpers.runner.config import check_choice
 from rlhelpers.runner.files import HISTORY_FILE
 from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run, logged_keys, project_url
-
-PUBLISH_MODES = ("online", "offline")
 
 
 @dataclass
@@ -59,24 +56,19 @@ def local_rows(record: RunRecord) -> list[dict[str, Any]]:
 
 
 def rows_to_log(rows: list[dict[str, Any]], present: dict[int, set[str]]) -> list[dict[str, Any]]:
-    """The part of each row that W&B does not hold yet; ``present`` maps a global_step to the keys logged there."""
-    missing = []
-    for row in rows:
-        have = present.get(row["global_step"], set())
-        new = {k: v for k, v in row.items() if k != "global_step" and k not in have}
-        if new:
-            missing.append({**new, "global_step": row["global_step"]})
-    return missing
+    """The part of each row that W&B does not hold yet, with its global_step; ``present`` maps a global_step to the
+    keys logged there (``logged_keys``, which leaves global_step itself out)."""
+    missing = [{k: v for k, v in row.items() if k not in present.get(row["global_step"], ())} for row in rows]
+    return [row for row in missing if len(row) > 1]  # a row of its global_step alone holds nothing new
 
 
 def publish_run(run_path: Path, mode: str, project: str | None = None, entity: str | None = None) -> Published:
-    """Create or resume the W&B run of one run directory and log what it lacks (see the module docstring).
+    """Create or resume the W&B run of one run directory with an eval_history.json (``run_dirs``) and log what it
+    lacks (see the module docstring).
 
     ``project`` and ``entity`` default to the ones the run was trained with.
     """
     record = read_run(run_path)
-    if record is None:
-        raise RLHelpersError(f"{run_path} has no {HISTORY_FILE}: nothing to publish")
     run_id = record.wandb_run_id
     if not run_id:
         raise RLHelpersError(f"{run_path / HISTORY_FILE} has no wandb_run_id; it was not written by rlhelpers train")
@@ -103,12 +95,12 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
 
 def publish_runs(runs_dir: str | Path, mode: str = "online", project: str | None = None,
                  entity: str | None = None) -> list[Published]:
-    """Publish every run under ``runs_dir`` that has an eval_history.json, printing one line per run.
+    """Publish every run under ``runs_dir`` that has an eval_history.json, printing one line per run; ``mode`` is
+    ``online`` or ``offline`` (the choices of publish's --mode).
 
     Runs that a live process is training are skipped (publish them once they stop). Online mode needs
     an API key (``WANDB_API_KEY`` or ``wandb login``); without one it raises ``RLHelpersError``.
     """
-    check_choice("publish mode", mode, PUBLISH_MODES)
     if mode == "online" and not has_wandb_key():
         raise RLHelpersError(f"publishing online needs a W&B API key and none was found: {ADD_WANDB_KEY}, then "
                              "publish again; or pass --mode offline to write one complete offline run per (algo, seed) "
@@ -125,10 +117,8 @@ def publish_runs(runs_dir: str | Path, mode: str = "online", project: str | None
             continue
         result = publish_run(path, mode, project, entity)
         published.append(result)
-        if mode == "online":
-            print(f"{result.run_name}: {result.logged} rows logged, {result.present} already in W&B: {result.location}")
-        else:
-            print(f"{result.run_name}: {result.logged} rows written to {result.location}")
+        done = f"logged, {result.present} already in W&B:" if mode == "online" else "written to"
+        print(f"{result.run_name}: {result.logged} rows {done} {result.location}")
     if mode == "online" and published:
         print(f"W&B project: {published[-1].project_url}. To make its links public, open it, click the visibility "
               "icon next to the project name (or Overview, then Edit), choose Public and Save.")

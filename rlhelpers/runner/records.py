@@ -2,8 +2,9 @@
 
 ``rlhelpers.runner.run`` writes them in the run directory: ``eval_history.json`` (run name, W&B run id,
 config, provenance of each session and every evaluation) and ``metrics.jsonl`` (see
-``rlhelpers.runner.metrics_log``). ``read_run`` and ``read_runs`` read them back as a ``RunRecord``:
-immutable, typed, and tolerant of runs saved by older versions (no variant, no training seconds).
+``rlhelpers.runner.metrics_log``). ``read_run`` and ``read_runs`` read back what the plots, tables and
+publishing use of them as a ``RunRecord``: immutable, typed, and tolerant of runs saved by older versions (no
+variant, no training seconds). The provenance and each evaluation's wall-clock ``time`` stay in the JSON.
 """
 
 from __future__ import annotations
@@ -24,20 +25,18 @@ from rlhelpers.runner.metrics_log import read_metrics
 @dataclass(frozen=True)
 class Evaluation:
     """One evaluation of a history: the returns and lengths of its complete episodes at environment step
-    ``step``, the wall-clock ``time`` it ended and the training seconds spent before it (None when the
-    run was saved without them)."""
+    ``step`` and the training seconds spent before it (None when the run was saved without them)."""
 
     step: int
     returns: tuple[float, ...]
     lengths: tuple[int, ...] = ()
-    time: float | None = None
     train_seconds: float | None = None
 
     @classmethod
     def from_dict(cls, point: dict[str, Any]) -> Evaluation:
         """An entry of eval_history.json's ``history``."""
         return cls(int(point["step"]), tuple(float(r) for r in point["returns"]),
-                   tuple(int(n) for n in point.get("lengths", ())), point.get("time"), point.get("train_seconds"))
+                   tuple(int(n) for n in point.get("lengths", ())), point.get("train_seconds"))
 
     @property
     def mean(self) -> float:
@@ -59,7 +58,6 @@ class RunRecord:
     path: Path | None = None
     config: dict[str, Any] = field(default_factory=dict)
     evaluations: tuple[Evaluation, ...] = ()
-    provenance: tuple[dict[str, Any], ...] = ()  # one entry per training session
     wandb_run_id: str | None = None
 
     @classmethod
@@ -67,9 +65,8 @@ class RunRecord:
         """The record of an eval_history.json's contents; its name defaults to the directory's."""
         path = Path(path) if path is not None else None
         return cls(name=data.get("run_name") or (path.name if path is not None else ""), path=path,
-                   config=dict(data.get("config") or {}),
-                   evaluations=tuple(Evaluation.from_dict(point) for point in data.get("history") or []),
-                   provenance=tuple(data.get("provenance") or []), wandb_run_id=data.get("wandb_run_id"))
+                   config=dict(data.get("config") or {}), wandb_run_id=data.get("wandb_run_id"),
+                   evaluations=tuple(Evaluation.from_dict(point) for point in data.get("history") or []))
 
     @property
     def label(self) -> str:

@@ -10,6 +10,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -128,19 +129,19 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     run_dir.create()
     lock = RunLock(run_dir.path)
     lock.acquire()
-    # The trainer sets torch's thread count and TF32 switches for its session; they are given back as they were
-    # (a notebook's kernel goes on to other work).
-    threads = torch.get_num_threads()
-    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    trainer = None
-    tracker = None
-    exit_code = 1  # until the session ends without an exception: a failed one shows as such in W&B
-    try:
+    with contextlib.ExitStack() as cleanup:  # undone in the reverse order, whether the session ends or fails
+        cleanup.callback(lock.release)
+        # The trainer sets torch's thread count and TF32 switches for its session; they are given back as they were
+        # (a notebook's kernel goes on to other work).
+        cleanup.callback(torch.set_num_threads, torch.get_num_threads())
+        cleanup.callback(setattr, torch.backends.cudnn, "allow_tf32", torch.backends.cudnn.allow_tf32)
+        cleanup.callback(setattr, torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)
         state, saved_record = run_dir.resume(config)
         if state is None and saved_record is not None and saved_record.get("history"):
             return _report_without_checkpoint(saved_record, run_dir)
         book = _bookkeeping(state, saved_record)
         trainer = Trainer(config, device)
+        cleanup.callback(trainer.close)
         if state is not None:
             trainer.load_state_dict(state)
         session = session_provenance(device, config.env_threads, trainer.num_timesteps)
@@ -152,23 +153,16 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
         run_dir.write_history(_history_record(config, book))
         tracker = Tracker(config.run_name, book["wandb_run_id"], config.to_dict(), config.runs_dir, metrics_log)
+        # A session that ends in an exception shows as failed in W&B.
+        cleanup.push(lambda failure, *_: tracker.finish(exit_code=int(failure is not None)))
         bar = progress_bar(total=config.total_timesteps, initial=min(trainer.num_timesteps, config.total_timesteps),
                            desc=config.run_name, unit="step", unit_scale=True, disable=not show_progress)
         if book["eval_history"]:
             bar.set_postfix_str(f"eval {mean_return(book['eval_history'][-1]):.1f}", refresh=False)
         with StopRequest() as stop, bar:
             stop_reason = _train_loop(trainer, book, run_dir, lock, tracker, bar, stop)  # SIGTERM: checkpoint
-        exit_code = 0
         return RunResult(run_dir.path, trainer.num_timesteps, book["eval_history"], stop_reason, tracker.url,
                          book["wandb_run_id"])
-    finally:
-        torch.set_num_threads(threads)
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
-        if tracker is not None:
-            tracker.finish(exit_code=exit_code)
-        if trainer is not None:
-            trainer.close()
-        lock.release()
 
 
 def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, lock: RunLock, tracker: Tracker,

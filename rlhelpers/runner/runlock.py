@@ -116,9 +116,8 @@ class RunLock:
         return owner if not self._is_self(owner) and self._owner_alive(owner) else None
 
     def _record(self) -> bytes:
-        now = time.time()
-        self._last_beat = now
-        return json.dumps(dict(self.owner, heartbeat=now)).encode()
+        self._last_beat = time.time()
+        return json.dumps(dict(self.owner, heartbeat=self._last_beat)).encode()
 
     def _write(self) -> None:
         try:  # a temporary file of this process's own, as two processes may write a lock at once
@@ -230,13 +229,11 @@ class RunLock:
             return
         owner = _read(self.path)[1]
         if owner and not self._is_self(owner):
-            raise RLHelpersError(
-                f"{self.what} was taken over by host {owner.get('host')} (pid {owner.get('pid')}), "
-                "which found this process's heartbeat stale; this process stops and leaves the run to it")
+            raise RLHelpersError(f"{self.what} was taken over by {holder(owner)}, which found this process's "
+                                 "heartbeat stale; this process stops and leaves the run to it")
         self._write()
 
     def release(self) -> None:
         """Give the lock up if this process still holds it."""
-        owner = _read(self.path)[1]
-        if owner and self._is_self(owner):
+        if self._is_self(_read(self.path)[1] or {}):
             self.path.unlink(missing_ok=True)
