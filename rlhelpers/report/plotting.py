@@ -88,7 +88,7 @@ def runs_by_label(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
 def held_returns(record: RunRecord, steps: Iterable[int]) -> dict[int, tuple[float, ...]]:
     """One run's evaluation returns at each of ``steps`` that it evaluated, and, once it stopped early,
     its last evaluation held at the later ones (its policy no longer changes)."""
-    points, last, held = record.returns_at, record.last, record.stopped_early()
+    points, last, held = {e.step: e.returns for e in record.evaluations}, record.last, record.stopped_early()
     return {step: points[step] if step in points else last.returns for step in map(int, steps)
             if step in points or (held and step > last.step)}
 
