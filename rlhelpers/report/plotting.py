@@ -52,8 +52,6 @@ class AlgoCurve:
     steps: np.ndarray
     means: np.ndarray
     sems: np.ndarray
-    counts: np.ndarray
-    stopped: dict[str, int]  # run name -> step at which it stopped early (its evaluation is held after it)
 
 
 def algo_curve(records: Sequence[RunRecord]) -> AlgoCurve:
@@ -73,8 +71,7 @@ def algo_curve(records: Sequence[RunRecord]) -> AlgoCurve:
     by_step = {step: [ret for returns in seed_returns for ret in returns[step]] for step in all_steps
                if all(step in returns for returns in seed_returns)}
     stats = [mean_and_sem(pooled) for pooled in by_step.values()]
-    return AlgoCurve(np.array(list(by_step)), np.array([m for m, _ in stats]), np.array([e for _, e in stats]),
-                     np.array([len(pooled) for pooled in by_step.values()]), stopped)
+    return AlgoCurve(np.array(list(by_step)), np.array([m for m, _ in stats]), np.array([e for _, e in stats]))
 
 
 def runs_by_label(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, list[RunRecord]]:
