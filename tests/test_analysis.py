@@ -428,10 +428,10 @@ def test_loss_term_gradients_scale_with_their_coefficients(algo: str) -> None:
     model = build_model((4,), 3, algo, hidden_size=8)
     batch = Batch(torch.randn(12, 4), torch.randint(0, 3, (12,)), torch.randn(12))
     config = TrainConfig(algo=algo)
-    base = loss_term_gradients(model, algo, batch, config)
+    base = loss_term_gradients(model, batch, config)
     assert base["critic"]["policy_head"] == 0.0  # the critic term never reaches the policy head
     assert all(base[term][group] > 0 for term in ("actor", "entropy") for group in ("encoder", "policy_head"))
-    doubled = loss_term_gradients(model, algo, batch, TrainConfig(algo=algo, pg_coef=2 * config.pg_coef,
+    doubled = loss_term_gradients(model, batch, TrainConfig(algo=algo, pg_coef=2 * config.pg_coef,
                                                                   ent_coef=0.0))
     assert math.isclose(doubled["actor"]["policy_head"], 2 * base["actor"]["policy_head"], rel_tol=1e-5)
     assert doubled["entropy"]["encoder"] == 0.0 and doubled["critic"] == base["critic"]

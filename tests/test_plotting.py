@@ -41,17 +41,21 @@ def test_a_seed_that_stopped_early_is_held_not_dropped() -> None:
     going_on = record("a2c", 100, points([-20.0, -10.0, 0.0, 5.0, 8.0]))
     curve = pooled_curve([stopped, going_on])
     assert curve.steps.tolist() == [0, 100, 200, 300, 400]
-    assert curve.counts.tolist() == [4, 4, 4, 4, 4]  # never the mean of one seed alone
     assert curve.means.tolist() == [-20.0, 0.0, 9.5, 12.0, 13.5]  # 19 held at steps 300 and 400
-    assert curve.stopped == {"a2c_seed-0": 200}
+    assert [RunRecord.from_dict(r).stopped_early() for r in (stopped, going_on)] == [True, False]
     assert math.isclose(curve.sems[3], np.std([18.0, 20.0, 4.0, 6.0], ddof=1) / 2.0)
+    # every point pools both seeds' four episodes, never one seed's two alone
+    pooled = [[a - 1, a + 1, b - 1, b + 1] for a, b in zip([-20, 10, 19, 19, 19], [-20, -10, 0, 5, 8], strict=True)]
+    assert curve.sems.tolist() == pytest.approx([np.std(p, ddof=1) / 2.0 for p in pooled])
 
 
 def test_a_seed_still_training_ends_the_curve_where_it_is() -> None:
     ahead = record("task1", 0, points([-20.0, -19.0, -18.0, -15.0]))
     behind = record("task1", 100, points([-20.0, -20.0]))  # not stopped, only behind: nothing to hold
     curve = pooled_curve([ahead, behind])
-    assert curve.steps.tolist() == [0, 100] and curve.counts.tolist() == [4, 4] and curve.stopped == {}
+    assert curve.steps.tolist() == [0, 100] and curve.means.tolist() == [-20.0, -19.5]  # both seeds pooled
+    assert curve.sems.tolist() == pytest.approx([np.std([-21, -19, -21, -19], ddof=1) / 2.0,
+                                                 np.std([-20, -18, -21, -19], ddof=1) / 2.0])
 
 
 def test_a_step_only_one_seed_evaluated_is_left_out() -> None:
@@ -59,8 +63,8 @@ def test_a_step_only_one_seed_evaluated_is_left_out() -> None:
     often = record("task2", 0, points([-20.0, -19.0, -18.0, -17.0]))
     rarely = record("task2", 100, points([-20.0, -19.0, -16.0], every=150))
     curve = pooled_curve([often, rarely])
-    assert curve.steps.tolist() == [0, 300] and curve.counts.tolist() == [4, 4]
-    assert curve.means.tolist() == [-20.0, -16.5]
+    assert curve.steps.tolist() == [0, 300] and curve.means.tolist() == [-20.0, -16.5]
+    assert math.isclose(curve.sems[1], np.std([-18.0, -16.0, -17.0, -15.0], ddof=1) / 2.0)  # both seeds pooled
 
 
 def test_plot_marks_the_stopped_seed_and_says_so(tmp_path) -> None:
@@ -125,9 +129,9 @@ def test_algo_curve_pools_seeds_with_standard_error() -> None:
     seed0 = record("a2c", 0, [{"step": 0, "returns": [-21.0, -20.0, -19.0]}, {"step": 300, "returns": [1.0, 3.0]}])
     seed100 = record("a2c", 100, [{"step": 0, "returns": [-21.0, -21.0, -20.0]}, {"step": 300, "returns": [5.0, 7.0]}])
     curve = pooled_curve([seed0, seed100])
-    steps, means, sems, counts = curve.steps, curve.means, curve.sems, curve.counts
-    pooled0 = np.array([-21.0, -20.0, -19.0, -21.0, -21.0, -20.0])
-    assert steps.tolist() == [0, 300] and counts.tolist() == [6, 4]
+    steps, means, sems = curve.steps, curve.means, curve.sems
+    pooled0 = np.array([-21.0, -20.0, -19.0, -21.0, -21.0, -20.0])  # six episodes at step 0, four at 300
+    assert steps.tolist() == [0, 300]
     assert math.isclose(means[0], pooled0.mean()) and math.isclose(means[1], 4.0)
     assert math.isclose(sems[0], pooled0.std(ddof=1) / math.sqrt(6))
     assert math.isclose(sems[1], np.std([1.0, 3.0, 5.0, 7.0], ddof=1) / 2.0)

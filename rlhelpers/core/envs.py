@@ -115,9 +115,7 @@ def send_actions(env: VectorEnv, actions: np.ndarray) -> Callable[[], tuple]:
 def final_observations(info: dict, done_envs: np.ndarray) -> np.ndarray:
     """Last observations of the episodes that ended this step, stacked in the order of ``done_envs``.
 
-    ALE gives a dense ``final_obs`` array; gymnasium's sync vector env gives an object array.
+    ALE gives a dense ``final_obs`` array, gymnasium's sync vector env an object array of observations:
+    ``np.stack`` makes one array of either's rows.
     """
-    final = info["final_obs"]
-    if final.dtype == object:
-        return np.stack([final[i] for i in done_envs])
-    return final[done_envs]
+    return np.stack(info["final_obs"][done_envs])

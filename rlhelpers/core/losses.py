@@ -23,8 +23,7 @@ def state_value(logits: torch.Tensor, critic: torch.Tensor) -> torch.Tensor:
     """V(s) for bootstrapping: the critic itself when it has one output, else V~(s) = sum_a pi(a|s) Q(s,a)."""
     if critic.shape[-1] == 1:
         return critic.squeeze(-1)
-    probs = torch.softmax(logits, dim=-1)
-    return (probs * critic).sum(-1)
+    return (torch.softmax(logits, dim=-1) * critic).sum(-1)
 
 
 def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

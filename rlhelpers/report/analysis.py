@@ -201,15 +201,15 @@ def a2c_estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) ->
             "per_sample": variance}
 
 
-def loss_term_gradients(model: ActorCritic, algo: str, batch: Batch, config: TrainConfig) -> dict[str, Any]:
-    """Norm of the gradient of each weighted term of ``algo``'s loss, with ``config``'s coefficients
+def loss_term_gradients(model: ActorCritic, batch: Batch, config: TrainConfig) -> dict[str, Any]:
+    """Norm of the gradient of each weighted term of ``config``'s algorithm's loss, with its coefficients
     (c_pg x actor, c_vf x critic, c_ent x entropy), on the encoder's and on the policy head's parameters,
     over the batch: which term moves the policy, and which shapes the shared features."""
     groups = {"encoder": list(model.encoder.parameters()), "policy_head": list(model.policy_head.parameters())}
     weights = {"actor": (config.pg_coef, 0.0, 0.0), "critic": (0.0, config.vf_coef, 0.0),
                "entropy": (0.0, 0.0, config.ent_coef)}
     outputs = model(batch.obs)
-    losses = {term: _loss(outputs, algo, batch, *coefs) for term, coefs in weights.items()}
+    losses = {term: _loss(outputs, config.algo, batch, *coefs) for term, coefs in weights.items()}
     return {term: {group: float(_flat_grad(loss, params).norm()) for group, params in groups.items()}
             for term, loss in losses.items()}
 
@@ -349,15 +349,13 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
             continue
         model, config, step = load_model(path)
         batch = collect_batch(model, config, n_rollouts, seed, burn_in_steps, gap_steps)
-        entry: dict[str, Any] = {"run": run, "step": step, "snapshot_sha256": digest, "libraries": libraries}
-        if ALGORITHMS[config.algo].critic == "V":
-            entry["a2c_estimator_variance"] = a2c_estimator_variance(model, batch, config.batch_size)
-        else:
-            entry["task_gradient_agreement"] = task_gradient_agreement(model, batch)
-            entry["estimator_variance"] = estimator_variance(model, batch, config.batch_size)
-        entry["loss_term_gradients"] = loss_term_gradients(model, config.algo, batch, config)
-        entry["advantage_scale"] = advantage_scale(model, config.algo, batch)
-        results["snapshots"][key] = entry
+        estimators = ({"a2c_estimator_variance": a2c_estimator_variance(model, batch, config.batch_size)}
+                      if ALGORITHMS[config.algo].critic == "V" else
+                      {"task_gradient_agreement": task_gradient_agreement(model, batch),
+                       "estimator_variance": estimator_variance(model, batch, config.batch_size)})
+        results["snapshots"][key] = {"run": run, "step": step, "snapshot_sha256": digest, "libraries": libraries,
+                                     **estimators, "loss_term_gradients": loss_term_gradients(model, batch, config),
+                                     "advantage_scale": advantage_scale(model, config.algo, batch)}
         if on_measured is not None:  # with the earlier entries not reached yet, so that a stop loses none
             on_measured({**results, "snapshots": {**reusable, **results["snapshots"]}})
     results["snapshots"] = dict(sorted(results["snapshots"].items(),
@@ -370,11 +368,11 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
 
 
 def write_analysis(runs_dir: str | Path, out: str | Path | None = None, n_rollouts: int = 4, n_stages: int = 4,
-                   show_progress: bool = False, **settings: int) -> tuple[Path, dict[str, Any]]:
+                   **settings: int) -> tuple[Path, dict[str, Any]]:
     """``analyze_runs`` saved as JSON to ``out`` (default: analysis.json in the runs' ``figures_dir``) after each
     snapshot measured, so that a stop loses one snapshot's work at most, keeping the entries of the results
     already there that still hold; returns the path and the results. ``settings`` are ``analyze_runs``' other
-    settings (``seed``, ``burn_in_steps``, ``gap_steps``)."""
+    settings (``seed``, ``burn_in_steps``, ``gap_steps``, ``show_progress``)."""
     out = Path(out) if out is not None else figures_dir(runs_dir) / ANALYSIS_JSON
     try:
         previous = json.loads(out.read_text()) if out.exists() else None
@@ -385,7 +383,6 @@ def write_analysis(runs_dir: str | Path, out: str | Path | None = None, n_rollou
         out.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(out, json.dumps(results, indent=1).encode())
 
-    results = analyze_runs(runs_dir, n_rollouts, n_stages, show_progress=show_progress, previous=previous,
-                           on_measured=save, **settings)
+    results = analyze_runs(runs_dir, n_rollouts, n_stages, previous=previous, on_measured=save, **settings)
     save(results)
     return out, results

@@ -41,9 +41,8 @@ def figures_dir(runs_dir: str | Path) -> Path:
     """Where the report of ``runs_dir`` puts its figures, results JSON and video: ``figures/`` for the
     committed runs in ``runs/``, ``<runs_dir>/figures`` for any other runs directory, so that a report of
     your own runs neither overwrites the committed figures nor shows them beside your table."""
-    if Path(runs_dir).resolve() == Path(DEFAULT_RUNS_DIR).resolve():
-        return Path("figures")
-    return Path(runs_dir) / "figures"
+    committed = Path(runs_dir).resolve() == Path(DEFAULT_RUNS_DIR).resolve()
+    return Path("figures") if committed else Path(runs_dir) / "figures"
 
 
 @dataclass
@@ -53,8 +52,6 @@ class AlgoCurve:
     steps: np.ndarray
     means: np.ndarray
     sems: np.ndarray
-    counts: np.ndarray
-    stopped: dict[str, int]  # run name -> step at which it stopped early (its evaluation is held after it)
 
 
 def algo_curve(records: Sequence[RunRecord]) -> AlgoCurve:
@@ -74,8 +71,7 @@ def algo_curve(records: Sequence[RunRecord]) -> AlgoCurve:
     by_step = {step: [ret for returns in seed_returns for ret in returns[step]] for step in all_steps
                if all(step in returns for returns in seed_returns)}
     stats = [mean_and_sem(pooled) for pooled in by_step.values()]
-    return AlgoCurve(np.array(list(by_step)), np.array([m for m, _ in stats]), np.array([e for _, e in stats]),
-                     np.array([len(pooled) for pooled in by_step.values()]), stopped)
+    return AlgoCurve(np.array(list(by_step)), np.array([m for m, _ in stats]), np.array([e for _, e in stats]))
 
 
 def runs_by_label(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, list[RunRecord]]:
@@ -88,7 +84,7 @@ def runs_by_label(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
 def held_returns(record: RunRecord, steps: Iterable[int]) -> dict[int, tuple[float, ...]]:
     """One run's evaluation returns at each of ``steps`` that it evaluated, and, once it stopped early,
     its last evaluation held at the later ones (its policy no longer changes)."""
-    points, last, held = record.returns_at, record.last, record.stopped_early()
+    points, last, held = {e.step: e.returns for e in record.evaluations}, record.last, record.stopped_early()
     return {step: points[step] if step in points else last.returns for step in map(int, steps)
             if step in points or (held and step > last.step)}
 
@@ -140,8 +136,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
                     "at later steps.")
     save_figure(fig, out, dpi=120, caption=caption, bottom=0.06)
     names = {r.name for r in records}
-    missing = [name for name in expected_runs(tuple(labels)) if name not in names]
-    return fig, missing
+    return fig, [name for name in expected_runs(tuple(labels)) if name not in names]
 
 
 def draw_seeds(ax: Axes, runs: Sequence[RunRecord], color: str, style: str, alpha: float,
@@ -173,10 +168,12 @@ def _seed_style(seed: int | None, styles: tuple[str, ...], other: str) -> str:
     return styles[REPORT_SEEDS.index(seed) % len(styles)] if seed in REPORT_SEEDS else other
 
 
-def label_steps(ax: Axes) -> None:
-    """Label the x axis as environment steps, in engineering notation (300 k, 2 M) at every scale."""
-    ax.set_xlabel("environment steps")
-    ax.xaxis.set_major_formatter(EngFormatter())
+def label_steps(*axes: Axes) -> None:
+    """Label the x axis of each of ``axes`` as environment steps, in engineering notation (300 k, 2 M) at every
+    scale."""
+    for ax in axes:
+        ax.set_xlabel("environment steps")
+        ax.xaxis.set_major_formatter(EngFormatter())
 
 
 DIAGNOSTICS = (
@@ -210,8 +207,7 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels
         ax.set_title(title, fontsize=10)
         ax.ticklabel_format(axis="y", useOffset=False)
         ax.grid(alpha=0.3)
-    for ax in axes[1]:
-        label_steps(ax)
+    label_steps(*axes[1])
     if axes[0, 0].lines:
         axes[0, 0].legend(fontsize=7)
     save_figure(fig, out)
@@ -268,8 +264,7 @@ def plot_mechanism(analysis: dict[str, Any], out: str | Path | None = None) -> F
             ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
             ax.yaxis.set_minor_formatter(NullFormatter())
         ax.grid(alpha=0.3, which="both")
-    for ax in axes[1]:
-        label_steps(ax)
+    label_steps(*axes[1])
     handles = {line.get_label().split(" ")[0]: line for line in head.lines}
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=6, fontsize=8)
     save_figure(fig, out, bottom=0.05)

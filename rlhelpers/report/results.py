@@ -14,9 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from rlhelpers.report.analysis import write_analysis
 from rlhelpers.report.claims import markdown_table
+from rlhelpers.report.playback import read_rescore, record_video
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
 from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name
+from rlhelpers.runner.files import POLICY_FILE
 from rlhelpers.runner.records import RunRecord, read_runs
 from rlhelpers.runner.tracking import run_url
 
@@ -99,8 +102,6 @@ def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
     an hour on a CPU for the report's runs; snapshots already in the saved JSON keep their entries, see
     ``analysis.write_analysis``), else the saved JSON; None when there is neither.
     ``path`` defaults to ``analysis.json`` in the runs' ``figures_dir``."""
-    from rlhelpers.report.analysis import write_analysis
-
     if recompute:
         return write_analysis(runs_dir, path)[1]
     path = Path(path) if path is not None else figures_dir(runs_dir) / ANALYSIS_JSON
@@ -110,9 +111,6 @@ def analysis_results(runs_dir: str | Path, path: str | Path | None = None,
 def agent_video_html(runs_dir: str | Path, records: list[RunRecord], gif: str | Path | None = None) -> str:
     """HTML embedding the GIF of the best run's committed policy (recorded first if only the policy exists);
     ``gif`` defaults to ``agent.gif`` in the runs' ``figures_dir``."""
-    from rlhelpers.report.playback import record_video
-    from rlhelpers.runner.files import POLICY_FILE
-
     gif = Path(gif) if gif is not None else figures_dir(runs_dir) / AGENT_GIF
     with_policy = [r for r in records if (Path(runs_dir) / r.name / POLICY_FILE).exists()]
     if not gif.exists():
@@ -128,8 +126,6 @@ def agent_video_html(runs_dir: str | Path, records: list[RunRecord], gif: str | 
 
 def rescore_markdown(runs_dir: str | Path, records: list[RunRecord]) -> str:
     """A table of each run's saved re-score of its float16 policy beside the run's last evaluation."""
-    from rlhelpers.report.playback import read_rescore
-
     table = []
     for record in records:
         rescore = read_rescore(Path(runs_dir) / record.name)

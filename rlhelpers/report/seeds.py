@@ -152,13 +152,20 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
     for i in range(1, len(runs)):  # the other arms share the first one's axes
         curves.append(fig.add_subplot(grid[0, 2 * i:2 * i + 2], sharex=curves[0], sharey=curves[0]))
         curves[-1].tick_params(labelleft=False)
-    for i, (ax, arm) in enumerate(zip(curves, runs, strict=True)):
-        _draw_arm(ax, runs[arm], arm_color(arm), target)
+    for i, (ax, (arm, records)) in enumerate(zip(curves, runs.items(), strict=True)):  # (a-c): one arm each
+        draw_seeds(ax, records, arm_color(arm), "-", alpha=0.55, cross=(7, 1.5))
+        if records:
+            curve = algo_curve(records)
+            ax.plot(curve.steps, curve.means, color=arm_color(arm), linewidth=2.2, label="mean of the seeds")
+        ax.axvspan(0, SCORE_UNTIL, color="0.5", alpha=0.08, linewidth=0)
+        ax.axhline(target, color="0.3", linestyle=":", linewidth=0.8)
+        label_steps(ax)
+        ax.grid(alpha=0.3)
         when = found[f"pass/{arm}"]  # first and last step, written once when they round alike
         notes = [] if when is None else ["at " + "-".join(dict.fromkeys(f"{step / 1e6:.1f}M" for step in when))]
         training = found[f"training/{arm}"]  # so that a seed still on its way does not read as one that failed
         notes += [f"{training} still training"] if training else []
-        title = f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(runs[arm])} above {target:g}"
+        title = f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(records)} above {target:g}"
         ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs, found)
@@ -168,17 +175,6 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         f"Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; P: the share of seed pairs in "
         "which the first arm scores higher."))
     return fig
-
-
-def _draw_arm(ax: Axes, records: Sequence[RunRecord], color: str, target: float) -> None:
-    draw_seeds(ax, records, color, "-", alpha=0.55, cross=(7, 1.5))
-    if records:
-        curve = algo_curve(records)
-        ax.plot(curve.steps, curve.means, color=color, linewidth=2.2, label="mean of the seeds")
-    ax.axvspan(0, SCORE_UNTIL, color="0.5", alpha=0.08, linewidth=0)
-    ax.axhline(target, color="0.3", linestyle=":", linewidth=0.8)
-    label_steps(ax)
-    ax.grid(alpha=0.3)
 
 
 def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, Any]) -> None:
