@@ -244,16 +244,14 @@ class RunDirectory:
         is pruned. A checkpoint saved with another config than ``config`` is refused before any of that.
         """
         self.remove_stale_files()
-        try:
-            history, unreadable = self.read_history(), None
-        except RLHelpersError as exc:
-            history, unreadable = None, exc
         state = self.load_latest_checkpoint()
-        if unreadable is not None:
+        try:
+            history = self.read_history()
+        except RLHelpersError as exc:
             if state is None:
-                raise unreadable
-            print(f"{unreadable}; rebuilding it from the checkpoint of step {state['num_timesteps']:,}",
-                  file=sys.stderr)
+                raise
+            print(f"{exc}; rebuilding it from the checkpoint of step {state['num_timesteps']:,}", file=sys.stderr)
+            history = None
         if state is not None:
             check_resumable(state["config"], config, self.path)
             # Checkpoints newer than the one that loads did not load: renamed to <name>.broken, so that their
