@@ -12,10 +12,15 @@ from pathlib import Path
 
 from rlhelpers.core.config import ENV_DEFAULTS
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import mean_return
 from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.runner.campaign import status_table, train_campaign
 from rlhelpers.runner.config import ALGOS, ARMS, FIELD_TYPES, REPORT_SEEDS, TrainConfig, whole_number
-from rlhelpers.runner.files import DEFAULT_RUNS_DIR
+from rlhelpers.runner.files import DEFAULT_RUNS_DIR, HISTORY_FILE, RESCORE_FILE
 from rlhelpers.runner.launch import CampaignRun
+from rlhelpers.runner.publish import publish_runs
+from rlhelpers.runner.records import run_dirs
+from rlhelpers.runner.run import train
 
 
 def _whole_number(text: str) -> int:
@@ -124,7 +129,6 @@ def _evaluate(args: argparse.Namespace) -> None:
     beside the run's last evaluation; the result is saved to RUN_DIR/policy_rescore.json, which the report shows.
     """
     from rlhelpers.report.playback import evaluate_policy_file, export_policy, record_video, save_rescore
-    from rlhelpers.runner.files import RESCORE_FILE
 
     if args.video_scale < 1:
         raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
@@ -167,9 +171,6 @@ def _train(args: argparse.Namespace) -> None:
 
     Train one run, or resume it from its newest checkpoint.
     """
-    from rlhelpers.core.evaluation import mean_return
-    from rlhelpers.runner.run import train
-
     result = train(TrainConfig(**_config_options(args)))
     last = result.eval_history[-1]  # a run ends with an evaluation, or is reported from its evaluated history
     print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
@@ -188,8 +189,6 @@ def _campaign(args: argparse.Namespace) -> int:
     failed or is not over (each named on stderr); 2 for bad input; 128 + N when stopped by signal N (130 after
     Ctrl-C, 143 after SIGTERM). With --cluster: 0 once the runs are submitted.
     """
-    from rlhelpers.runner.campaign import train_campaign
-
     cluster = {"cluster": args.cluster, "partition": args.partition, "time_min": args.time_min,
                "gpus": args.gpus_per_job, "cpus": args.cpus_per_job, "max_requeues": args.max_requeues}
     try:
@@ -205,8 +204,6 @@ def _status(args: argparse.Namespace) -> None:
 
     Print the state of the report's six runs, and of any other run present (variants), from their files.
     """
-    from rlhelpers.runner.campaign import status_table
-
     print(status_table(args.runs_dir))
 
 
@@ -216,8 +213,6 @@ def _publish(args: argparse.Namespace) -> None:
     Create or resume one W&B run per run directory (its stored id, name <algo>_seed-<seed>) and log every line of
     metrics.jsonl and every evaluation that W&B does not hold yet. Safe to repeat.
     """
-    from rlhelpers.runner.publish import publish_runs
-
     publish_runs(args.runs_dir, args.mode, args.project, args.entity)
 
 
@@ -227,8 +222,6 @@ def _plot(args: argparse.Namespace) -> None:
     Draw the comparison plot from every eval_history.json found (the runs must all be of one environment).
     """
     from rlhelpers.report.plotting import COMPARISON_PNG, figures_dir, plot_comparison
-    from rlhelpers.runner.files import HISTORY_FILE
-    from rlhelpers.runner.records import run_dirs
 
     out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):
