@@ -218,6 +218,5 @@ def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
     """Validate ``config`` and resolve it for this machine: the config with ``wandb_mode`` set to the mode
     W&B runs in (``resolve_wandb_mode``), and the torch device. ``device`` stays as given, so a saved run
     keeps ``auto``."""
-    validate(config)
-    wandb_mode = resolve_wandb_mode(config.wandb_mode)
-    return dataclasses.replace(config, wandb_mode=wandb_mode), resolve_device(config.device)
+    config = dataclasses.replace(validate(config), wandb_mode=resolve_wandb_mode(config.wandb_mode))
+    return config, resolve_device(config.device)
