@@ -31,6 +31,11 @@ def _whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _add_whole_number(parser: argparse._ActionsContainer, flag: str, default: int, text: str) -> None:
+    """An integer option (``_whole_number``) whose help, ``text``, ends with its default."""
+    parser.add_argument(flag, type=_whole_number, default=default, help=f"{text} (default: {default})")
+
+
 def _run_defaults_text(name: str) -> str | None:
     """What a field left as None defaults to, from the tables of ``run_defaults``: the algorithms' values, then
     those of each kind of env (``Atari 16, classic control 8``); None for the other fields."""
@@ -85,12 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="submit each unfinished run as a job of a SLURM job array (slurm), or as submitit's "
                             "local processes to try the set-up (local), instead of training them here")
     slurm.add_argument("--partition", default=None, help="SLURM partition (default: the cluster's)")
-    slurm.add_argument("--time-min", type=_whole_number, default=240,
-                       help="time limit per job in minutes; a job is requeued at it and resumes (default: 240)")
-    slurm.add_argument("--gpus-per-job", type=_whole_number, default=0, help="GPUs per job (default: 0)")
-    slurm.add_argument("--cpus-per-job", type=_whole_number, default=2, help="CPUs per job (default: 2)")
-    slurm.add_argument("--max-requeues", type=_whole_number, default=30,
-                       help="times a job is requeued at its time limit (default: 30)")
+    _add_whole_number(slurm, "--time-min", 240, "time limit per job in minutes; a job is requeued at it and resumes")
+    _add_whole_number(slurm, "--gpus-per-job", 0, "GPUs per job")
+    _add_whole_number(slurm, "--cpus-per-job", 2, "CPUs per job")
+    _add_whole_number(slurm, "--max-requeues", 30, "times a job is requeued at its time limit")
     _add_config_options(campaign, skip=CampaignRun._fields)  # each run sets its own
     for name, written, default in (("plot", "image to write, .png, .pdf or .svg", "comparison.png"),
                                    ("analyze", "JSON to write", "analysis.json")):
@@ -106,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "(default: online)")
     evaluate = parsers["evaluate"]
     evaluate.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
-    evaluate.add_argument("--episodes", type=_whole_number, default=30, help="complete episodes to play (default: 30)")
-    evaluate.add_argument("--seed", type=_whole_number, default=0, help="replay seed (default: 0)")
+    _add_whole_number(evaluate, "--episodes", 30, "complete episodes to play")
+    _add_whole_number(evaluate, "--seed", 0, "replay seed")
     evaluate.add_argument("--export", action="store_true", help="first write policy.pt from the run's newest snapshot")
     evaluate.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
     evaluate.add_argument("--video-scale", type=_whole_number, default=2,
@@ -116,9 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--rollouts", type=_whole_number, default=4,
                          help="rollouts of n_envs x n_steps states per snapshot (default: 4; on Pong 4 x 16 x 5 = 320 "
                               "states)")
-    analyze.add_argument("--stages", type=_whole_number, default=4,
-                         help="snapshots per run: stages-1 steps that every run has, spread evenly, and the run's "
-                              "last (default: 4)")
+    _add_whole_number(analyze, "--stages", 4,
+                      "snapshots per run: stages-1 steps that every run has, spread evenly, and the run's last")
     return parser
 
 
