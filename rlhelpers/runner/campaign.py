@@ -304,8 +304,7 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, para
         except ImportError as exc:
             raise RLHelpersError(f"submitting to SLURM needs submitit, which is not installed ({exc}): "
                                  'pip install -e ".[cluster]"') from exc
-        submit_runs(config, train_args, _ready_runs(list(runs), config, set(), "left alone"), parallel=parallel,
-                    **slurm)
+        submit_runs(config, train_args, _ready_runs(runs, config, set(), "left alone"), parallel=parallel, **slurm)
         return 0
     say(f"campaign: {len(runs)} runs, {runs_at_once} at a time on {device} ({device_name(device)})")
     return run_campaign(config, runs, train_args, runs_at_once, show_progress=show_progress)
