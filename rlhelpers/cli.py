@@ -194,9 +194,8 @@ def _campaign(args: argparse.Namespace) -> int:
     cluster = {"cluster": args.cluster, "partition": args.partition, "time_min": args.time_min,
                "gpus": args.gpus_per_job, "cpus": args.cpus_per_job, "max_requeues": args.max_requeues}
     try:
-        return train_campaign(_config_options(args), tuple(args.algos), args.parallel,
-                              show_progress=sys.stderr.isatty(), slurm=cluster if args.cluster else None,
-                              seeds=tuple(args.seeds))
+        return train_campaign(_config_options(args), tuple(args.algos), tuple(args.seeds), args.parallel,
+                              show_progress=sys.stderr.isatty(), slurm=cluster if args.cluster else None)
     except KeyboardInterrupt:  # the runs checkpointed and stopped
         return 130
 
