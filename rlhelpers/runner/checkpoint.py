@@ -166,7 +166,7 @@ class RunDirectory:
         local = self.staging_path / target.name
         try:
             target.parent.mkdir(exist_ok=True)
-            local.parent.mkdir(parents=True, exist_ok=True)
+            self.staging_path.mkdir(parents=True, exist_ok=True)
             torch.save(obj, local)
             verify(local)
             with open(local, "rb") as src:
@@ -174,10 +174,8 @@ class RunDirectory:
         except (OSError, RuntimeError, RLHelpersError) as exc:
             # torch.save reports a full disk as a RuntimeError ("unexpected pos ...").
             raise write_error(f"{what} {target}", exc, note) from exc
-        finally:
-            local.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):  # an empty staging folder is not left in the temp directory
-                local.parent.rmdir()
+        finally:  # nothing is left in the temp directory
+            shutil.rmtree(self.staging_path, ignore_errors=True)
 
     def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> None:
         """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""
