@@ -285,7 +285,7 @@ def test_a_publish_finishes_its_w_and_b_run_once_as_failed_when_logging_fails(
     run_path.mkdir()
     (run_path / "eval_history.json").write_text(json.dumps(
         {"run_name": "a2c_seed-0", "wandb_run_id": "abc12345", "config": {"wandb_project": "p"},
-         "history": [{"step": step, "returns": [1.0]} for step in (0, 10, 20)]}))
+         "history": [{"step": step, "returns": [1.0], "lengths": [10]} for step in (0, 10, 20)]}))
     fake = FakeRun(fail_at)
     monkeypatch.setattr(publish, "init_run", lambda *args: fake)
     if fail_at is None:
