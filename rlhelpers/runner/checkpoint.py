@@ -107,8 +107,7 @@ def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]
 def check_resumable(saved: dict[str, Any] | None, config: TrainConfig, where: Path) -> None:
     """Refuse to resume the run in ``where``, saved with the config ``saved`` (None: nothing saved yet), with
     another ``config``."""
-    differences = config_differences(saved, config) if saved is not None else []
-    if differences:
+    if saved is not None and (differences := config_differences(saved, config)):
         raise RLHelpersError(
             f"run directory {where} holds a run with a different config ({'; '.join(differences)}); "
             "use the saved settings, another --runs-dir, or delete that directory to start over")
