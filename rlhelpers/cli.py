@@ -12,10 +12,15 @@ from pathlib import Path
 
 from rlhelpers.core.config import ENV_DEFAULTS
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import mean_return
 from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.runner.campaign import status_table, train_campaign
 from rlhelpers.runner.config import ALGOS, ARMS, FIELD_TYPES, REPORT_SEEDS, TrainConfig, whole_number
-from rlhelpers.runner.files import DEFAULT_RUNS_DIR
+from rlhelpers.runner.files import DEFAULT_RUNS_DIR, HISTORY_FILE, RESCORE_FILE
 from rlhelpers.runner.launch import CampaignRun
+from rlhelpers.runner.publish import publish_runs
+from rlhelpers.runner.records import run_dirs
+from rlhelpers.runner.run import train
 
 
 def _whole_number(text: str) -> int:
@@ -24,6 +29,11 @@ def _whole_number(text: str) -> int:
         return whole_number(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_whole_number(parser: argparse._ActionsContainer, flag: str, default: int, text: str) -> None:
+    """An integer option (``_whole_number``) whose help, ``text``, ends with its default."""
+    parser.add_argument(flag, type=_whole_number, default=default, help=f"{text} (default: {default})")
 
 
 def _run_defaults_text(name: str) -> str | None:
@@ -80,12 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="submit each unfinished run as a job of a SLURM job array (slurm), or as submitit's "
                             "local processes to try the set-up (local), instead of training them here")
     slurm.add_argument("--partition", default=None, help="SLURM partition (default: the cluster's)")
-    slurm.add_argument("--time-min", type=_whole_number, default=240,
-                       help="time limit per job in minutes; a job is requeued at it and resumes (default: 240)")
-    slurm.add_argument("--gpus-per-job", type=_whole_number, default=0, help="GPUs per job (default: 0)")
-    slurm.add_argument("--cpus-per-job", type=_whole_number, default=2, help="CPUs per job (default: 2)")
-    slurm.add_argument("--max-requeues", type=_whole_number, default=30,
-                       help="times a job is requeued at its time limit (default: 30)")
+    _add_whole_number(slurm, "--time-min", 240, "time limit per job in minutes; a job is requeued at it and resumes")
+    _add_whole_number(slurm, "--gpus-per-job", 0, "GPUs per job")
+    _add_whole_number(slurm, "--cpus-per-job", 2, "CPUs per job")
+    _add_whole_number(slurm, "--max-requeues", 30, "times a job is requeued at its time limit")
     _add_config_options(campaign, skip=CampaignRun._fields)  # each run sets its own
     for name, written, default in (("plot", "image to write, .png, .pdf or .svg", "comparison.png"),
                                    ("analyze", "JSON to write", "analysis.json")):
@@ -101,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "(default: online)")
     evaluate = parsers["evaluate"]
     evaluate.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
-    evaluate.add_argument("--episodes", type=_whole_number, default=30, help="complete episodes to play (default: 30)")
-    evaluate.add_argument("--seed", type=_whole_number, default=0, help="replay seed (default: 0)")
+    _add_whole_number(evaluate, "--episodes", 30, "complete episodes to play")
+    _add_whole_number(evaluate, "--seed", 0, "replay seed")
     evaluate.add_argument("--export", action="store_true", help="first write policy.pt from the run's newest snapshot")
     evaluate.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
     evaluate.add_argument("--video-scale", type=_whole_number, default=2,
@@ -111,9 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--rollouts", type=_whole_number, default=4,
                          help="rollouts of n_envs x n_steps states per snapshot (default: 4; on Pong 4 x 16 x 5 = 320 "
                               "states)")
-    analyze.add_argument("--stages", type=_whole_number, default=4,
-                         help="snapshots per run: stages-1 steps that every run has, spread evenly, and the run's "
-                              "last (default: 4)")
+    _add_whole_number(analyze, "--stages", 4,
+                      "snapshots per run: stages-1 steps that every run has, spread evenly, and the run's last")
     return parser
 
 
@@ -124,7 +131,6 @@ def _evaluate(args: argparse.Namespace) -> None:
     beside the run's last evaluation; the result is saved to RUN_DIR/policy_rescore.json, which the report shows.
     """
     from rlhelpers.report.playback import evaluate_policy_file, export_policy, record_video, save_rescore
-    from rlhelpers.runner.files import RESCORE_FILE
 
     if args.video_scale < 1:
         raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
@@ -167,9 +173,6 @@ def _train(args: argparse.Namespace) -> None:
 
     Train one run, or resume it from its newest checkpoint.
     """
-    from rlhelpers.core.evaluation import mean_return
-    from rlhelpers.runner.run import train
-
     result = train(TrainConfig(**_config_options(args)))
     last = result.eval_history[-1]  # a run ends with an evaluation, or is reported from its evaluated history
     print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
@@ -188,14 +191,11 @@ def _campaign(args: argparse.Namespace) -> int:
     failed or is not over (each named on stderr); 2 for bad input; 128 + N when stopped by signal N (130 after
     Ctrl-C, 143 after SIGTERM). With --cluster: 0 once the runs are submitted.
     """
-    from rlhelpers.runner.campaign import train_campaign
-
     cluster = {"cluster": args.cluster, "partition": args.partition, "time_min": args.time_min,
                "gpus": args.gpus_per_job, "cpus": args.cpus_per_job, "max_requeues": args.max_requeues}
     try:
-        return train_campaign(_config_options(args), tuple(args.algos), args.parallel,
-                              show_progress=sys.stderr.isatty(), slurm=cluster if args.cluster else None,
-                              seeds=tuple(args.seeds))
+        return train_campaign(_config_options(args), tuple(args.algos), tuple(args.seeds), args.parallel,
+                              show_progress=sys.stderr.isatty(), slurm=cluster if args.cluster else None)
     except KeyboardInterrupt:  # the runs checkpointed and stopped
         return 130
 
@@ -205,8 +205,6 @@ def _status(args: argparse.Namespace) -> None:
 
     Print the state of the report's six runs, and of any other run present (variants), from their files.
     """
-    from rlhelpers.runner.campaign import status_table
-
     print(status_table(args.runs_dir))
 
 
@@ -216,8 +214,6 @@ def _publish(args: argparse.Namespace) -> None:
     Create or resume one W&B run per run directory (its stored id, name <algo>_seed-<seed>) and log every line of
     metrics.jsonl and every evaluation that W&B does not hold yet. Safe to repeat.
     """
-    from rlhelpers.runner.publish import publish_runs
-
     publish_runs(args.runs_dir, args.mode, args.project, args.entity)
 
 
@@ -227,8 +223,6 @@ def _plot(args: argparse.Namespace) -> None:
     Draw the comparison plot from every eval_history.json found (the runs must all be of one environment).
     """
     from rlhelpers.report.plotting import COMPARISON_PNG, figures_dir, plot_comparison
-    from rlhelpers.runner.files import HISTORY_FILE
-    from rlhelpers.runner.records import run_dirs
 
     out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):

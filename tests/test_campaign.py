@@ -23,6 +23,7 @@ from rlhelpers.runner.campaign import campaign_parallel, campaign_runs, run_camp
 from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.files import CAMPAIGN_LOCK, LOCK_FILE, METRICS_FILE, TRAIN_LOG
+from rlhelpers.runner.launch import stop_training
 from rlhelpers.runner.metrics_log import read_metrics
 
 RUN_NAMES = [run.name for run in campaign_runs()]
@@ -332,3 +333,13 @@ def test_outside_a_terminal_the_campaign_lines_do_not_clear_and_redraw_the_bar(t
         f"{RUN_NAMES[0]}: started", *(f"{name}: finished, skipped" for name in RUN_NAMES[1:]),
         f"{RUN_NAMES[0]}: ended with exit code 2"])
     assert [part for part in err.split("\r") if not part.strip()] == [""]  # only before the bar's first line
+
+
+def test_stop_training_sends_sigterm_to_the_running_and_leaves_the_ended_alone() -> None:
+    """Each run gets SIGTERM only while it runs: one that has ended (reaped or not) is skipped, never an error."""
+    running = subprocess.Popen(["sleep", "300"])
+    ended, reaped = subprocess.Popen(["true"]), subprocess.Popen(["true"])
+    reaped.wait()
+    time.sleep(0.5)  # `ended` exits, but nothing has reaped it yet
+    stop_training([running, ended, reaped])
+    assert (running.returncode, ended.returncode, reaped.returncode) == (-signal.SIGTERM, 0, 0)

@@ -259,3 +259,39 @@ def test_publish_skips_a_run_in_training_and_names_empty_dirs(tmp_path: Path, ca
     (run / LOCK_FILE).write_text(json.dumps({"host": "colab-vm-2", "pid": 7, "heartbeat": time.time()}))
     assert publish.publish_runs(tmp_path / "runs", mode="offline") == []
     assert "a2c_seed-0: skipped, it is being trained (host colab-vm-2, pid 7)" in capsys.readouterr().out
+
+
+class FakeRun:
+    """Stands for the W&B run that ``init_run`` opens: records what is logged and how the run is finished."""
+
+    url, dir, entity, project = "https://wandb.ai/student/p/runs/abc12345", "/tmp/wandb/run/files", "student", "p"
+
+    def __init__(self, fail_at: int | None) -> None:
+        self.fail_at, self.logged, self.exit_codes = fail_at, [], []
+
+    def log(self, row: dict) -> None:
+        if len(self.logged) == self.fail_at:
+            raise ConnectionError("the network dropped")
+        self.logged.append(row)
+
+    def finish(self, exit_code: int = 0) -> None:
+        self.exit_codes.append(exit_code)
+
+
+@pytest.mark.parametrize(("fail_at", "exit_codes"), [(None, [0]), (1, [1])])
+def test_a_publish_finishes_its_w_and_b_run_once_as_failed_when_logging_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: int | None, exit_codes: list[int]) -> None:
+    run_path = tmp_path / "a2c_seed-0"
+    run_path.mkdir()
+    (run_path / "eval_history.json").write_text(json.dumps(
+        {"run_name": "a2c_seed-0", "wandb_run_id": "abc12345", "config": {"wandb_project": "p"},
+         "history": [{"step": step, "returns": [1.0], "lengths": [10]} for step in (0, 10, 20)]}))
+    fake = FakeRun(fail_at)
+    monkeypatch.setattr(publish, "init_run", lambda *args: fake)
+    if fail_at is None:
+        result = publish.publish_run(run_path, "offline")
+        assert (result.logged, result.location) == (3, "/tmp/wandb/run")
+    else:
+        with pytest.raises(ConnectionError):
+            publish.publish_run(run_path, "offline")
+    assert fake.exit_codes == exit_codes

@@ -23,10 +23,12 @@ from rlhelpers.runner.runlock import RunLock
 STALE_S = 1.5  # stands for the 300 s of a real run
 
 
-def lock_on(run_dir: Path, host: str, **kwargs: float) -> RunLock:
-    """A lock of ``run_dir`` held as if by a process on ``host``."""
-    lock = RunLock(run_dir, **kwargs)
-    lock.owner["host"] = host
+def make_lock(run_dir: Path, host: str | None = None, **timing: float) -> RunLock:
+    """A lock of ``run_dir`` held as if by a process on ``host`` (None: this host), with ``timing``
+    (``stale_after_s``, ``beat_every_s``) in place of a real run's."""
+    lock = RunLock(run_dir)
+    lock.owner["host"] = host or lock.owner["host"]
+    vars(lock).update(timing)
     return lock
 
 
@@ -38,9 +40,9 @@ def test_reconnect_waits_for_a_stale_heartbeat_then_takes_over(tmp_path: Path, c
     """The new VM meets the lock of the session before the disconnect, whose VM is gone: wait, then take over."""
     run_dir = tmp_path / "a2c_seed-0"
     run_dir.mkdir()
-    old = lock_on(run_dir, "colab-vm-old", beat_every_s=0.0)
+    old = make_lock(run_dir, "colab-vm-old", beat_every_s=0.0)
     old.acquire()
-    new = RunLock(run_dir, stale_after_s=STALE_S)
+    new = make_lock(run_dir, stale_after_s=STALE_S)
 
     started = time.monotonic()
     with pytest.warns(UserWarning, match=r"taking over run a2c_seed-0 from dead owner \(host colab-vm-old, "
@@ -63,7 +65,7 @@ def test_reconnect_waits_for_a_stale_heartbeat_then_takes_over(tmp_path: Path, c
 
 
 def test_owner_on_another_host_whose_heartbeat_moves_is_refused(tmp_path: Path) -> None:
-    alive = lock_on(tmp_path, "colab-vm-1", beat_every_s=0.0)
+    alive = make_lock(tmp_path, "colab-vm-1", beat_every_s=0.0)
     alive.acquire()
     stop = threading.Event()
 
@@ -77,7 +79,7 @@ def test_owner_on_another_host_whose_heartbeat_moves_is_refused(tmp_path: Path) 
         started = time.monotonic()
         with pytest.raises(RLHelpersError, match=r"being trained by another process \(host colab-vm-1, .*\): "
                                                  "its lock changed while this one waited, so it is alive"):
-            RunLock(tmp_path, stale_after_s=30.0).acquire()
+            make_lock(tmp_path, stale_after_s=30.0).acquire()
         assert time.monotonic() - started < 10.0  # far below the 30 s it would wait for a dead owner
     finally:
         stop.set()
@@ -88,7 +90,7 @@ def test_owner_on_another_host_whose_heartbeat_moves_is_refused(tmp_path: Path) 
 def test_stale_owner_is_taken_over_at_once_and_a_released_lock_is_simply_taken(tmp_path: Path) -> None:
     lock_path = tmp_path / LOCK_FILE
     lock_path.write_text(json.dumps({"host": "colab-vm-1", "pid": 4242, "heartbeat": time.time() - 301}))
-    lock = RunLock(tmp_path, stale_after_s=300)
+    lock = make_lock(tmp_path, stale_after_s=300)
     started = time.monotonic()
     with pytest.warns(UserWarning, match="from dead owner .*colab-vm-1.*last heartbeat 301 s ago"):
         lock.acquire()
@@ -97,10 +99,10 @@ def test_stale_owner_is_taken_over_at_once_and_a_released_lock_is_simply_taken(t
     lock.release()
 
     # An owner that ends normally while the new host waits: its lock is gone, the new host takes it, no warning.
-    leaving = lock_on(tmp_path, "colab-vm-2")
+    leaving = make_lock(tmp_path, "colab-vm-2")
     leaving.acquire()
     threading.Timer(0.3, leaving.release).start()
-    arriving = RunLock(tmp_path, stale_after_s=30.0)
+    arriving = make_lock(tmp_path, stale_after_s=30.0)
     arriving.acquire()
     assert holder(tmp_path)["host"] == arriving.owner["host"]
     arriving.release()

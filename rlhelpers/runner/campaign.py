@@ -278,9 +278,9 @@ def check_options(options: dict[str, Any],
     return options, config, device
 
 
-def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, parallel: int | None = None,
-                   show_progress: bool = False, slurm: dict[str, Any] | None = None,
-                   seeds: tuple[int, ...] = REPORT_SEEDS) -> int:
+def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS,
+                   parallel: int | None = None, show_progress: bool = False,
+                   slurm: dict[str, Any] | None = None) -> int:
     """Train or resume every unfinished run of the arms ``algos`` (``task1``, or ``task1-pg1`` for a variant)
     with ``seeds`` (default: the report's, 0 and 100), seed by seed, with the shared ``options`` (``TrainConfig``
     fields, ``check_options``): ``parallel`` at a time on this machine (default and torch threads per run:
@@ -304,8 +304,7 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, para
         except ImportError as exc:
             raise RLHelpersError(f"submitting to SLURM needs submitit, which is not installed ({exc}): "
                                  'pip install -e ".[cluster]"') from exc
-        submit_runs(config, train_args, _ready_runs(list(runs), config, set(), "left alone"), parallel=parallel,
-                    **slurm)
+        submit_runs(config, train_args, _ready_runs(runs, config, set(), "left alone"), parallel=parallel, **slurm)
         return 0
     say(f"campaign: {len(runs)} runs, {runs_at_once} at a time on {device} ({device_name(device)})")
     return run_campaign(config, runs, train_args, runs_at_once, show_progress=show_progress)

@@ -107,8 +107,7 @@ def _step_files(folder: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]
 def check_resumable(saved: dict[str, Any] | None, config: TrainConfig, where: Path) -> None:
     """Refuse to resume the run in ``where``, saved with the config ``saved`` (None: nothing saved yet), with
     another ``config``."""
-    differences = config_differences(saved, config) if saved is not None else []
-    if differences:
+    if saved is not None and (differences := config_differences(saved, config)):
         raise RLHelpersError(
             f"run directory {where} holds a run with a different config ({'; '.join(differences)}); "
             "use the saved settings, another --runs-dir, or delete that directory to start over")
@@ -166,7 +165,7 @@ class RunDirectory:
         local = self.staging_path / target.name
         try:
             target.parent.mkdir(exist_ok=True)
-            local.parent.mkdir(parents=True, exist_ok=True)
+            self.staging_path.mkdir(parents=True, exist_ok=True)
             torch.save(obj, local)
             verify(local)
             with open(local, "rb") as src:
@@ -174,10 +173,8 @@ class RunDirectory:
         except (OSError, RuntimeError, RLHelpersError) as exc:
             # torch.save reports a full disk as a RuntimeError ("unexpected pos ...").
             raise write_error(f"{what} {target}", exc, note) from exc
-        finally:
-            local.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):  # an empty staging folder is not left in the temp directory
-                local.parent.rmdir()
+        finally:  # nothing is left in the temp directory
+            shutil.rmtree(self.staging_path, ignore_errors=True)
 
     def save_checkpoint(self, state: dict[str, Any], step: int, keep: int) -> None:
         """Write ``state`` as the checkpoint of ``step`` (verified, atomic), then ``prune`` to the newest ``keep``."""
@@ -244,16 +241,14 @@ class RunDirectory:
         is pruned. A checkpoint saved with another config than ``config`` is refused before any of that.
         """
         self.remove_stale_files()
-        try:
-            history, unreadable = self.read_history(), None
-        except RLHelpersError as exc:
-            history, unreadable = None, exc
         state = self.load_latest_checkpoint()
-        if unreadable is not None:
+        try:
+            history = self.read_history()
+        except RLHelpersError as exc:
             if state is None:
-                raise unreadable
-            print(f"{unreadable}; rebuilding it from the checkpoint of step {state['num_timesteps']:,}",
-                  file=sys.stderr)
+                raise
+            print(f"{exc}; rebuilding it from the checkpoint of step {state['num_timesteps']:,}", file=sys.stderr)
+            history = None
         if state is not None:
             check_resumable(state["config"], config, self.path)
             # Checkpoints newer than the one that loads did not load: renamed to <name>.broken, so that their

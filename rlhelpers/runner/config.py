@@ -140,7 +140,6 @@ IDENTITY_FIELDS = (
     "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size",
 )
 
-WANDB_MODES = ("online", "offline", "disabled")
 # The values a field of each type accepts (a float field also an int), and how an error names the type.
 ACCEPTED = {int: ((int,), "an integer"), float: ((int, float), "a number"), str: ((str,), "text")}
 # The fields that must be positive, then those that must not be negative (in the order validate checks them).
@@ -197,7 +196,7 @@ def validate(config: TrainConfig) -> TrainConfig:
         raise RLHelpersError(f"seed + total_timesteps is too large for the environments' int32 seeds "
                              f"(at most {EVAL_SEED_OFFSET:,} together)")
     if config.wandb_mode is not None:
-        check_choice("wandb_mode", config.wandb_mode, WANDB_MODES)
+        check_choice("wandb_mode", config.wandb_mode, ("online", "offline", "disabled"))
     if config.device != "auto" and not config.device.startswith(("cpu", "cuda", "mps")):
         raise RLHelpersError(f"unknown device {config.device!r}: use auto, cpu, cuda or mps")
     return config
@@ -218,6 +217,5 @@ def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
     """Validate ``config`` and resolve it for this machine: the config with ``wandb_mode`` set to the mode
     W&B runs in (``resolve_wandb_mode``), and the torch device. ``device`` stays as given, so a saved run
     keeps ``auto``."""
-    validate(config)
-    wandb_mode = resolve_wandb_mode(config.wandb_mode)
-    return dataclasses.replace(config, wandb_mode=wandb_mode), resolve_device(config.device)
+    config = dataclasses.replace(validate(config), wandb_mode=resolve_wandb_mode(config.wandb_mode))
+    return config, resolve_device(config.device)

@@ -56,7 +56,6 @@ def start_training(run: CampaignRun, runs_dir: Path, train_args: list[str]) -> s
 def stop_training(processes: list[subprocess.Popen]) -> None:
     """Send SIGTERM to each of ``processes`` still running (each checkpoints and exits), then wait for all."""
     for process in processes:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGTERM)  # Popen skips a process that has ended
     for process in processes:
         process.wait()

@@ -15,6 +15,7 @@ returns). ``publish_runs`` rebuilds each W&B run from them, under the run's stor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shlex
 from dataclasses import dataclass
@@ -80,17 +81,13 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
     online = mode == "online"
     missing = rows_to_log(rows, logged_keys(entity, project, run_id) if online else {})
     run = init_run(project, entity, record.name, run_id, record.config, mode)
-    try:
+    with contextlib.ExitStack() as finish:  # a publish that fails shows as failed in W&B
+        finish.push(lambda failure, *_: run.finish(exit_code=int(failure is not None)))
         for row in missing:
             run.log(row)
-    except BaseException:
-        run.finish(exit_code=1)
-        raise
-    result = Published(run_name=run_path.name, logged=len(missing), present=len(rows) - len(missing),
-                       location=run.url if online else str(Path(run.dir).parent),
-                       project_url=project_url(run.entity, run.project) if online else None)
-    run.finish()
-    return result
+        return Published(run_name=run_path.name, logged=len(missing), present=len(rows) - len(missing),
+                         location=run.url if online else str(Path(run.dir).parent),
+                         project_url=project_url(run.entity, run.project) if online else None)
 
 
 def publish_runs(runs_dir: str | Path, mode: str = "online", project: str | None = None,

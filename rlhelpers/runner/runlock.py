@@ -91,12 +91,12 @@ def _describe(owner: dict) -> str:
 class RunLock:
     """Exclusive ownership of a run directory, refreshed by ``heartbeat()`` while training."""
 
-    def __init__(self, run_dir: str | os.PathLike, stale_after_s: float = 300.0, beat_every_s: float = 30.0,
-                 file_name: str = LOCK_FILE, what: str | None = None) -> None:
+    stale_after_s = 300.0  # an owner on another host counts as dead once its heartbeat is this old
+    beat_every_s = 30.0  # seconds between two writes of the heartbeat
+
+    def __init__(self, run_dir: str | os.PathLike, file_name: str = LOCK_FILE, what: str | None = None) -> None:
         self.path = Path(run_dir) / file_name
         self.what = what or f"run {self.path.parent.name}"  # how messages name the lock
-        self.stale_after_s = stale_after_s
-        self.beat_every_s = beat_every_s
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "token": secrets.token_hex(8)}
         self._last_beat = 0.0
 
