@@ -92,11 +92,6 @@ class RunRecord:
         """The first evaluation step whose mean exceeds ``level``, None if none does."""
         return next((e.step for e in self.evaluations if e.mean > level), None)
 
-    @property
-    def returns_at(self) -> dict[int, tuple[float, ...]]:
-        """Each evaluation's returns, by step."""
-        return {e.step: e.returns for e in self.evaluations}
-
     def stopped_early(self, stop_return: float | None = None) -> bool:
         """Whether the last evaluation exceeded ``stop_return`` (default: the run's own): the run stopped
         there and its policy is frozen."""
