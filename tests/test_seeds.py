@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from rlhelpers.report import claims
+from rlhelpers.report import claims, seeds
 from rlhelpers.report.plotting import algo_curve, plot_comparison
 from rlhelpers.report.seeds import (
     EQUAL_HP_PREDICTIONS,
@@ -24,7 +24,7 @@ from rlhelpers.report.seeds import (
     plot_seeds,
     seed_score,
 )
-from rlhelpers.runner.records import RunRecord
+from rlhelpers.runner.records import RunRecord, read_runs
 
 
 def run(means: list[float], every: int = 100, stop: float = 18.0, seed: int = 200) -> RunRecord:
@@ -207,3 +207,12 @@ def test_each_arm_keeps_its_colour_from_one_figure_to_the_next(tmp_path) -> None
     by_legend = {line.get_label().split(" (")[0]: {to_hex(line.get_color())} for line in comparison.axes[0].lines
                  if not line.get_label().startswith("_")}
     assert by_panel == by_legend and len({colour for c in by_panel.values() for colour in c}) == 4
+
+
+def test_the_figure_reads_the_runs_once(tmp_path, monkeypatch) -> None:
+    # Runs in training change between two readings: the panels' titles and curves must come from the same one.
+    write_runs(tmp_path, FINALS)
+    readings = []
+    monkeypatch.setattr(seeds, "read_runs", lambda *args: readings.append(args) or read_runs(*args))
+    plot_seeds(tmp_path)
+    assert len(readings) == 1

@@ -122,9 +122,16 @@ def measure_seeds(runs_dir: str | Path, target: float = 18.0,
     seeds are not finished yet), for each arm of ``predictions`` (default: the ablation's); and per prediction,
     x over y, once both arms have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ), ``interval/<x>/<y>``
     (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
+    return _measure_arms(arm_runs(runs_dir, predictions), target, predictions)
+
+
+def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
+                  predictions: Sequence[Prediction]) -> dict[str, Any]:
+    """``measure_seeds`` of the runs of each arm, already read (so that a figure's titles and curves come from
+    one reading of runs that may be training)."""
     found: dict[str, Any] = {}
     scores: dict[str, list[float]] = {}
-    for arm, records in arm_runs(runs_dir, predictions).items():
+    for arm, records in runs.items():
         found.update({f"score/{r.name}": seed_score(r) for r in records})
         scores[arm] = [found[f"score/{r.name}"] for r in records if found[f"score/{r.name}"] is not None]
         passes = [step for step in (r.first_step_above(target) for r in records) if step is not None]
@@ -145,7 +152,7 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
     window shaded; (d) each seed's score S and the arm's mean; (e) Δ of each prediction with its 95% bootstrap
     interval and P(X > Y), once both of its arms have all five seeds."""
     runs = arm_runs(runs_dir, predictions)
-    found = measure_seeds(runs_dir, target, predictions)
+    found = _measure_arms(runs, target, predictions)
     fig = plt.figure(figsize=(11, 7.6))
     grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
     curves = [fig.add_subplot(grid[0, :2])]
