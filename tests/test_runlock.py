@@ -91,8 +91,8 @@ def test_stale_owner_is_taken_over_at_once_and_a_released_lock_is_simply_taken(t
     lock_path = tmp_path / LOCK_FILE
     lock_path.write_text(json.dumps({"host": "colab-vm-1", "pid": 4242, "heartbeat": time.time() - 301}))
     lock = make_lock(tmp_path, stale_after_s=300)
-    started = time.monotonic()
-    with pytest.warns(UserWarning, match="from dead owner .*colab-vm-1.*last heartbeat 301 s ago"):
+    started = time.monotonic()  # the heartbeat's age is 301 s plus the seconds it takes to get here (a loaded machine)
+    with pytest.warns(UserWarning, match="from dead owner .*colab-vm-1.*last heartbeat 30[1-9] s ago"):
         lock.acquire()
     assert time.monotonic() - started < 5.0  # no wait, where a live-looking owner would cost 300 s
     assert holder(tmp_path)["pid"] == os.getpid()
