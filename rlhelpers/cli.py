@@ -38,10 +38,12 @@ def _add_whole_number(parser: argparse._ActionsContainer, flag: str, default: in
 
 def _run_defaults_text(name: str) -> str | None:
     """What a field left as None defaults to, from the tables of ``run_defaults``: the algorithms' values, then
-    those of each kind of env (``Atari 16, classic control 8``); None for the other fields."""
+    those of each kind of env (``Atari 16, classic control 8``; ``none`` for a kind without one, where no algorithm
+    has one either); None for the other fields."""
     by_algo = [f"{algo} {row.defaults[name]:g}" for algo, row in ALGORITHMS.items() if name in row.defaults]
-    by_env = [f"{kind} " + ("the env's reward threshold" if values[name] is None else f"{values[name]:g}")
-              for kind, values in ENV_DEFAULTS.items() if name in values]
+    by_env = [f"{kind} " + ("none" if name not in values else "the env's reward threshold" if values[name] is None
+                            else f"{values[name]:g}")
+              for kind, values in ENV_DEFAULTS.items() if name in values or not by_algo]
     return "; ".join(", ".join(texts) for texts in (by_algo, by_env) if texts) or None
 
 
@@ -51,8 +53,9 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] =
     for f in [field for field in dataclasses.fields(TrainConfig) if field.name not in skip]:
         types = FIELD_TYPES[f.name]
         default = _run_defaults_text(f.name) or f.metadata.get("default", f.default)
-        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=argparse.SUPPRESS,
-                            type=_whole_number if int in types else types[0],
+        kind = {"action": argparse.BooleanOptionalAction} if bool in types else \
+            {"type": _whole_number if int in types else types[0]}
+        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=argparse.SUPPRESS, **kind,
                             help=f"{f.metadata['help']} (default: {default})")
 
 

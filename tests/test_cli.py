@@ -17,11 +17,11 @@ from rlhelpers.runner.config import TrainConfig
 
 def test_every_field_is_an_option_of_its_own_type() -> None:
     hints = typing.get_type_hints(TrainConfig)
-    samples = {int: ("7", 7), float: ("0.5", 0.5), str: ("x", "x")}
+    samples = {int: ("7", 7), float: ("0.5", 0.5), str: ("x", "x"), bool: (None, True)}
     argv, expected = ["train"], {}
     for f in dataclasses.fields(TrainConfig):
         (kind,) = [t for t in samples if hints[f.name] is t or t in typing.get_args(hints[f.name])]
-        argv += [f"--{f.name.replace('_', '-')}", samples[kind][0]]
+        argv += [f"--{f.name.replace('_', '-')}"] + ([samples[kind][0]] if kind is not bool else [])  # a flag
         expected[f.name] = samples[kind][1]
     args = vars(build_parser().parse_args(argv))
     assert args.pop("command") == "train"

@@ -25,7 +25,7 @@ from rlhelpers.runner.config import (
 
 def test_atari_defaults_follow_the_experiment() -> None:
     config = TrainConfig(algo="task2")
-    assert (config.n_envs, config.eval_interval, config.stop_return) == (16, 300_000, 18.0)
+    assert (config.n_envs, config.eval_interval, config.stop_return) == (16, 300_000, None)  # no early stop
     assert (config.lr, config.pg_coef, config.vf_coef, config.ent_coef) == (1.5e-3, 0.1, 0.5, 0.001)
     assert config.run_name == "task2_seed-0" and config.batch_size == 80
 
@@ -137,8 +137,8 @@ def test_one_table_of_defaults_sets_the_runs_and_the_help(monkeypatch: pytest.Mo
         build_parser().parse_args(["train", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "parallel training environments (default: Atari 32, classic control 8)" in help_text
-    assert "stop once the mean evaluation return exceeds this (default: Atari 18, classic control the env's reward " \
-           "threshold)" in help_text
+    assert "stop once the mean evaluation return exceeds this (default: Atari none, classic control the env's " \
+           "reward threshold)" in help_text
 
 
 def _markdown_table(text: str, heading: str) -> list[list[str]]:
@@ -169,5 +169,7 @@ def test_the_experiments_tables_are_the_codes_defaults() -> None:
                     assert value == ALGORITHMS[algo].defaults[name], (name, env_id)
                 elif cell.startswith("the env's reward threshold"):
                     assert value == gym.spec(env_id).reward_threshold, (name, env_id)
+                elif cell.startswith(("none", "off")):
+                    assert value in (None, False), (name, env_id)
                 else:
                     assert value == float(cell.replace(",", "")), (name, env_id)

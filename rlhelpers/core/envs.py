@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import ale_py
 import gymnasium as gym
@@ -23,6 +24,7 @@ from rlhelpers.core.errors import RLHelpersError
 gym.register_envs(ale_py)
 
 ATARI_ENTRY_POINT = "ale_py.env:AtariEnv"
+FIRE = 1  # the action that serves, in every ALE game that has it (check_supported checks)
 
 
 def atari_game(env_id: str) -> str | None:
@@ -42,11 +44,16 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         ) from exc
 
 
-def check_supported(env_id: str) -> None:
+def check_supported(env_id: str, life_loss: bool = False, fire_reset: bool = False) -> None:
     """Raise ``RLHelpersError`` unless ``env_id`` is an Atari id or an env with discrete actions and flat
-    vector observations (the two inputs the networks take); builds one copy of a non-Atari env to look."""
+    vector observations (the two inputs the networks take), and unless the game settings apply to it (Atari;
+    FIRE is action 1); builds one copy of a non-Atari env, or of an Atari env with ``fire_reset``, to look."""
     if atari_game(env_id) is not None:
+        if fire_reset and (meanings := gym.make(env_id).unwrapped.get_action_meanings())[FIRE] != "FIRE":
+            raise RLHelpersError(f"fire_reset: {env_id} has no FIRE action (its actions: {', '.join(meanings)})")
         return
+    if life_loss or fire_reset:
+        raise RLHelpersError(f"life_loss and fire_reset are Atari game settings; {env_id} is not an Atari game")
     try:
         env = gym.make(env_id)
     except gym.error.Error as exc:
@@ -60,14 +67,17 @@ def check_supported(env_id: str) -> None:
                              "are supported")
 
 
-def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0, episode_statistics: bool = True) -> VectorEnv:
+def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0, episode_statistics: bool = True,
+                 life_loss: bool = False, fire_reset: bool = False) -> VectorEnv:
     """Build ``n_envs`` copies of ``env_id`` as one SAME_STEP-autoreset vector env, with gymnasium's episode
     statistics unless ``episode_statistics`` is False (its wrapper only steps in one call: see ``send_actions``).
 
     Atari ids get the preprocessing of docs/experiment.md inside ``AtariVectorEnv``: up to 30 no-op starts,
-    frame skip 4 with max-pooling, 84x84 grey, 4-frame stack, no life-loss episodes, no sticky
-    actions, no fire reset, unclipped rewards. ``num_threads=0`` means min(n_envs, ``usable_cpus()``): ALE's
-    own default counts every CPU of the machine, also those a cluster job may not use.
+    frame skip 4 with max-pooling, 84x84 grey, 4-frame stack, no sticky actions, unclipped rewards. The game
+    settings: ``life_loss`` ends an episode at each lost life while the game goes on (ALE's ``life_loss_info``;
+    its ``episodic_life`` would restart the game instead); ``fire_reset`` presses FIRE after every reset and lost
+    life (``Lives``). ``num_threads=0`` means min(n_envs, ``usable_cpus()``): ALE's own default counts
+    every CPU of the machine, also those a cluster job may not use.
     Seed it through ``reset(seed=s)`` (sub-envs get s, s+1, ...).
     """
     game = atari_game(env_id)
@@ -86,16 +96,50 @@ def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0, episode_statist
             grayscale=True,
             stack_num=4,
             episodic_life=False,
+            life_loss_info=life_loss,
             use_fire_reset=False,
             reward_clipping=False,
             autoreset_mode=AutoresetMode.SAME_STEP,
         )
+        if life_loss or fire_reset:
+            env = Lives(env, fire_reset)
     else:
         env = gym.make_vec(
             env_id, n_envs, vectorization_mode="sync",
             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
         )
     return gym.wrappers.vector.RecordEpisodeStatistics(env) if episode_statistics else env
+
+
+class Lives(gym.vector.VectorWrapper):
+    """Follows each env's lives for the game settings: ``info["life_lost"]`` marks the steps that lost one (with
+    ``life_loss`` they end an episode, not the game), and with ``fire`` FIRE replaces the agent's action on the first
+    step of each game and after each lost life, as SB3's ``FireResetEnv`` presses it: games such as Breakout wait
+    for FIRE to serve, and a policy that never pressed it would stand still until the frame cap. The agent's action
+    there has no effect, so the press is part of the environment that the agent learns."""
+
+    def __init__(self, env: VectorEnv, fire: bool) -> None:
+        super().__init__(env)
+        self.fire = fire
+
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict]:
+        obs, info = self.env.reset(**kwargs)
+        self.lives, self.due = info["lives"], np.full(self.num_envs, self.fire)
+        return obs, info
+
+    def send(self, actions: np.ndarray) -> None:
+        self.env.send(np.where(self.due, FIRE, actions))
+
+    def recv(self) -> tuple:
+        obs, rewards, terminated, truncated, info = self.env.recv()
+        info["life_lost"] = info["lives"] < self.lives
+        self.due = self.fire & (info["life_lost"] | terminated | truncated)  # a lost life, or a new game
+        self.lives = info["lives"]
+        return obs, rewards, terminated, truncated, info
+
+    def step(self, actions: np.ndarray) -> tuple:
+        self.send(actions)
+        return self.recv()
 
 
 def usable_cpus() -> int:
@@ -106,7 +150,7 @@ def usable_cpus() -> int:
 def send_actions(env: VectorEnv, actions: np.ndarray) -> Callable[[], tuple]:
     """Start a step of ``env`` and return the call that ends it with the step's results. ALE's vector env
     steps in its own threads in between, so the caller can compute meanwhile; other envs step in that call."""
-    if isinstance(env, ale_py.vector_env.AtariVectorEnv):
+    if isinstance(env, ale_py.vector_env.AtariVectorEnv | Lives):
         env.send(actions)
         return env.recv
     return lambda: env.step(actions)

@@ -71,7 +71,8 @@ class Trainer:
         bounds = np.linspace(0, config.n_envs, env_group_count(config, self.device) + 1).round().astype(int)
         self.groups = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         self.envs = [make_vec_env(config.env_id, envs.stop - envs.start, num_threads=config.env_threads,
-                                  episode_statistics=False) for envs in self.groups]
+                                  episode_statistics=False, life_loss=config.life_loss, fire_reset=config.fire_reset)
+                     for envs in self.groups]
         self.eval_env = None
         obs_space = self.envs[0].single_observation_space
         self.n_actions = int(self.envs[0].single_action_space.n)
@@ -140,12 +141,13 @@ class Trainer:
 
     def _store_step(self, t: int, envs: slice, next_obs: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
                     truncated: np.ndarray, info: dict) -> torch.Tensor:
-        """Store the step ``t`` of the envs ``envs`` in the buffer, count the episodes it ended, and return the
-        next observations."""
+        """Store the step ``t`` of the envs ``envs`` in the buffer, count the games it ended (in true points), and
+        return the next observations."""
         buf = self.buffer
         self.running_returns[envs] += rewards
         self.running_lengths[envs] += 1
-        ended = np.flatnonzero(terminated | truncated) + envs.start
+        lost_life = info.get("life_lost", np.False_)  # the end of an episode, not of the game (life_loss)
+        ended = np.flatnonzero(terminated & ~lost_life | truncated) + envs.start
         if len(ended):
             self.episode_returns.extend(self.running_returns[ended].tolist())
             self.episode_lengths.extend(self.running_lengths[ended].tolist())
@@ -193,7 +195,7 @@ class Trainer:
         cfg = self.config
         if self.eval_env is None:
             self.eval_env = make_vec_env(cfg.env_id, min(cfg.n_eval_envs, cfg.n_eval_episodes),
-                                         num_threads=cfg.env_threads)
+                                         num_threads=cfg.env_threads, fire_reset=cfg.fire_reset)
         seed = cfg.seed + EVAL_SEED_OFFSET + index * self.eval_env.num_envs
         self.model.eval()
         returns, lengths = evaluate_policy(self.model, self.eval_env, cfg.n_eval_episodes, seed, self.device)

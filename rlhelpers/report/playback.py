@@ -92,7 +92,7 @@ def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0,
         raise RLHelpersError(f"episodes must be a positive integer, got {episodes!r}")
     run = RunDirectory(run_dir)
     model, config, step = load_policy(run.path / POLICY_FILE)
-    with (closing(make_vec_env(config.env_id, min(config.n_eval_envs, episodes))) as env,
+    with (closing(make_vec_env(config.env_id, min(config.n_eval_envs, episodes), fire_reset=config.fire_reset)) as env,
           tqdm(total=episodes, desc="episodes", unit="episode", disable=not show_progress) as bar):
         returns, _ = evaluate_policy(model, env, episodes, REPLAY_SEED_OFFSET + seed, torch.device("cpu"),
                                      on_episode=bar.update)
@@ -142,7 +142,7 @@ def record_video(run_dir: str | Path, path: str | Path, seed: int = 0, scale: in
     """
     model, config, _ = load_policy(Path(run_dir) / POLICY_FILE)
     frames, score, total = [], [0, 0], 0.0
-    with closing(make_vec_env(config.env_id, 1)) as env:
+    with closing(make_vec_env(config.env_id, 1, fire_reset=config.fire_reset)) as env:
         obs, _ = env.reset(seed=REPLAY_SEED_OFFSET + seed)
         for step in range(max_steps):
             if step % 2 == 0:

@@ -136,12 +136,14 @@ FIELD_TYPES = {name: typing.get_args(hint) or (hint,) for name, hint in typing.g
 # Fields that define what a run *is*: a saved run whose value differs cannot be resumed with the new one.
 # total_timesteps, eval/checkpoint cadence, device, paths and W&B settings may change between sessions.
 IDENTITY_FIELDS = (
-    "algo", "variant", "seed", "env_id", "n_envs", "n_steps", "gamma", "lr", "pg_coef", "vf_coef", "ent_coef",
+    "algo", "variant", "seed", "env_id", "life_loss", "fire_reset", "n_envs", "n_steps", "gamma", "lr", "pg_coef",
+    "vf_coef", "ent_coef",
     "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size",
 )
 
 # The values a field of each type accepts (a float field also an int), and how an error names the type.
-ACCEPTED = {int: ((int,), "an integer"), float: ((int, float), "a number"), str: ((str,), "text")}
+ACCEPTED = {int: ((int,), "an integer"), float: ((int, float), "a number"), str: ((str,), "text"),
+            bool: ((bool,), "True or False")}
 # The fields that must be positive, then those that must not be negative (in the order validate checks them).
 POSITIVE = ("total_timesteps", "n_envs", "n_steps", "eval_interval", "n_eval_episodes", "n_eval_envs", "hidden_size",
             "keep_checkpoints", "snapshot_interval", "lr", "max_grad_norm", "rms_eps", "checkpoint_interval_s")
@@ -152,7 +154,8 @@ def _check_types(config: TrainConfig) -> None:
     """Raise ``RLHelpersError`` for the first field holding a value of another type (papermill's -r passes text)."""
     for name, types in FIELD_TYPES.items():
         value, (accepted, kind) = getattr(config, name), ACCEPTED[types[0]]
-        if (value is None and type(None) in types) or (isinstance(value, accepted) and not isinstance(value, bool)):
+        if (value is None and type(None) in types) or (isinstance(value, accepted)
+                                                       and isinstance(value, bool) == (types[0] is bool)):
             continue
         papermill = " (papermill's -r passes text: use -p)" if isinstance(value, str) else ""
         raise RLHelpersError(f"{name} must be {kind}, got {value!r}{papermill}")
@@ -177,7 +180,7 @@ def validate(config: TrainConfig) -> TrainConfig:
             raise RLHelpersError(f"variant {config.variant} means {'; '.join(contradicted)}")
         if not _changes_algo(config.variant, config.algo):
             raise RLHelpersError(f"variant {config.variant} changes nothing for {config.algo}: train it without one")
-    check_supported(config.env_id)
+    check_supported(config.env_id, config.life_loss, config.fire_reset)
     for name in POSITIVE + NON_NEGATIVE:
         value, positive = getattr(config, name), name in POSITIVE
         if (not value > 0) if positive else value < 0:  # NaN is not positive
@@ -205,7 +208,7 @@ def validate(config: TrainConfig) -> TrainConfig:
 def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[str]:
     """Identity fields on which a saved run's config and the requested one disagree, as ``name: a != b``."""
     wanted = requested.to_dict()
-    saved = {"variant": "", **saved}  # runs saved before variants existed have none
+    saved = {"variant": "", "life_loss": False, "fire_reset": False, **saved}  # fields older runs lack
     differences = [f"{name}: saved {saved.get(name)!r} != requested {wanted[name]!r}"
                    for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]
     if saved.get("precision", "fp32") != "fp32":  # earlier versions could train the encoder in bfloat16

@@ -107,6 +107,11 @@ def _checkpoint(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, l
     return time.monotonic()
 
 
+def _above(score: float, stop_return: float | None) -> bool:
+    """Whether an evaluation's mean ``score`` stops the run (None: no early stop)."""
+    return stop_return is not None and score > stop_return
+
+
 def _next_multiple(step: int, interval: int) -> int:
     """The first multiple of ``interval`` after ``step``."""
     return (step // interval + 1) * interval
@@ -169,7 +174,7 @@ def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, l
                 bar: tqdm, stop: StopRequest) -> str:
     """Train until the budget is spent, an evaluation exceeds ``stop_return`` or SIGTERM; return why."""
     cfg, history = trainer.config, book["eval_history"]
-    if history and mean_return(history[-1]) > cfg.stop_return:
+    if history and _above(mean_return(history[-1]), cfg.stop_return):
         return "stop_return"
     next_eval = _next_multiple(history[-1]["step"], cfg.eval_interval) if history else 0
     next_snapshot = _next_multiple(trainer.num_timesteps - 1, cfg.snapshot_interval)
@@ -196,7 +201,7 @@ def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, l
             tracker.log(evaluation_metrics(record), trainer.num_timesteps)
             last_save = _checkpoint(trainer, book, run_dir, lock, clock_origin)
             bar.set_postfix_str(f"eval {score:.1f}", refresh=False)
-            if score > cfg.stop_return:
+            if _above(score, cfg.stop_return):
                 stop_reason = "stop_return"
                 break
         if budget_spent:
