@@ -343,3 +343,13 @@ def test_stop_training_sends_sigterm_to_the_running_and_leaves_the_ended_alone()
     time.sleep(0.5)  # `ended` exits, but nothing has reaped it yet
     stop_training([running, ended, reaped])
     assert (running.returncode, ended.returncode, reaped.returncode) == (-signal.SIGTERM, 0, 0)
+
+
+def test_a_campaign_passes_the_game_settings_to_its_runs(tmp_path: Path) -> None:
+    """True/False options reach each run as flags (``--life-loss``, ``--no-fire-reset``), not as text."""
+    args = ["campaign", "--runs-dir", str(tmp_path), "--algos", "a2c", "--seeds", "0", "--parallel", "1",
+            "--env-id", "BreakoutNoFrameskip-v4", "--life-loss", "--no-fire-reset", "--n-envs", "2",
+            "--total-timesteps", "20", "--n-eval-episodes", "1", "--n-eval-envs", "1", "--wandb-mode", "disabled"]
+    assert main(args) == 0
+    config = RunDirectory(tmp_path / "a2c_seed-0").read_history()["config"]
+    assert (config["env_id"], config["life_loss"], config["fire_reset"]) == ("BreakoutNoFrameskip-v4", True, False)

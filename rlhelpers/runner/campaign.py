@@ -296,8 +296,9 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, seed
     if slurm is None and torch_threads:
         options.setdefault("torch_threads", torch_threads)
     # The children get the runs directory as an absolute path.
-    train_args = [part for name, value in options.items() if name != "runs_dir"
-                  for part in (f"--{name.replace('_', '-')}", str(value))]
+    train_args = [part for name, value in options.items() if name != "runs_dir" for part in
+                  ((f"--{'' if value else 'no-'}{name.replace('_', '-')}",) if isinstance(value, bool)
+                   else (f"--{name.replace('_', '-')}", str(value)))]
     if slurm is not None:
         try:
             from rlhelpers.runner.cluster import submit_runs
