@@ -1,15 +1,18 @@
 """The GPU table of the throughput benchmark (``python -m bench.throughput --device cuda``).
 
-Two shapes of machine, each with the one GPU: Colab's (the process and its threads confined to 2 cores with
-``os.sched_setaffinity``) and the whole machine. On each: the ALE env ceiling, the course's reference design
-(bench/reference.py) and rlhelpers with its auto settings, on the same cores and GPU; the choices that decide
-how the package should run on a GPU (1 or 2 env groups, ALE threads, pinned memory with non_blocking uploads,
-re-forwarding the rollout against reusing the acting passes' graphs: bench/variants.py); and the campaign's
-combined rate with K runs at once. From Colab's rates, evaluations included, it projects the time of the six
-report runs, at the step counts and evaluations the committed runs recorded (runs/*/eval_history.json).
+Two shapes of machine, each with the one GPU: Colab's (the process and its threads confined to the first 2 CPUs it
+may use, with ``os.sched_setaffinity``; each row checks from its threads' allowed CPUs that the confinement took
+effect) and the whole machine. The rows answer, in this order, so that a check short of time drops the least
+needed: on both shapes the ALE env ceiling, the course's reference design (bench/reference.py) and one a2c run with
+the auto settings; on Colab's the evaluation step (for the projection) and two runs at once, on the whole machine
+the campaign's six at once; then the choices still open (1 or 2 env groups, pinned memory with non_blocking
+uploads, re-forwarding the rollout against reusing the acting passes' graphs, TF32 convolutions:
+bench/variants.py; the campaign's runs at once and ALE threads). From Colab's rates, evaluations included, it
+projects the time of the six report runs, at the step counts and evaluations the committed runs recorded
+(runs/*/eval_history.json).
 
-Every figure is environment steps per second (summed over envs, and over the runs of a campaign row) of Pong
-with 16 envs and n_steps 5, after a warm-up, each row in fresh processes, as in the CPU table.
+Every figure is environment steps per second (summed over envs, and over the runs of a campaign row) of Pong with
+16 envs and n_steps 5, after a warm-up: the median of ``SAMPLES`` timed windows of one set of fresh processes.
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
 from bench.throughput import ROOT, Row, paired_ratio, rlhelpers_run
 
 COLAB_CORES = 2  # a Colab GPU runtime's CPU cores
+SAMPLES = 3  # timed windows per row
+SECONDS = 2.0  # each window on the GPU machine
 ALGOS = ("a2c", "task1", "task2")
 REPORT_RUNS = tuple(f"{algo}_seed-{seed}" for seed in (0, 100) for algo in ALGOS)
 CAMPAIGN = [rlhelpers_run(algo) for algo in ALGOS] * 2  # the six report runs' trainers
@@ -33,43 +39,38 @@ def ale(threads: int) -> str:
     return f"{threads} ALE thread{'s' if threads > 1 else ''}"
 
 
-def shape_rows(label: str, cpus: int | None, campaigns: tuple[int, ...], ale_threads: int, n_eval_envs: int,
-               every_algo: bool) -> list[Row]:
-    """The rows of one shape, named ``<label>: ...``; ``cpus`` None is the whole machine."""
-    on = {"cpus": cpus} if cpus else {}
-
-    def run(algo: str = "a2c", variant: str | None = None, **options: Any) -> dict[str, Any]:
-        return {**rlhelpers_run(algo, **options), **on, "variant": variant}
-
-    rows = [Row("env ceiling: vector env, random actions", [{"kind": "random", **on}]),
-            Row("reference design", [{"kind": "reference", **on}]),
-            *(Row(f"rlhelpers {algo}, auto settings", [run(algo)]) for algo in (ALGOS if every_algo else ALGOS[:1])),
-            Row("rlhelpers a2c, 1 env group (auto: 2 with a GPU)", [run(env_groups=1)]),
-            Row(f"rlhelpers a2c, {ale(ale_threads)} (auto: one per core)",
-                [run(env_threads=ale_threads)]),
-            Row("rlhelpers a2c, pinned memory + non_blocking uploads", [run(variant="pinned")]),
-            Row("rlhelpers a2c, re-forward the rollout in the update", [run(variant="reforward")]),
-            Row("rlhelpers a2c, TF32 convolutions (auto: fp32)", [run(variant="tf32")])]
-    if n_eval_envs:
-        rows.append(Row(f"evaluation: {n_eval_envs} envs stepped by the policy",
-                        [{"kind": "evaluation", "algo": "a2c", "n_eval_envs": n_eval_envs, **on}]))
-    rows += [Row(f"campaign: {k} runs at once", [{**spec, **on} for spec in CAMPAIGN[:k]]) for k in campaigns]
-    for row in rows:
-        row.name = f"{label}: {row.name}"
-    return rows
-
-
 def table_rows(quick: bool = False) -> list[Row]:
-    """Colab's shape with every row the projection needs, then the whole machine; the campaign rows there go up
-    to the six report runs at once, the last with the ALE threads shared out among them."""
+    """Every row, named ``<shape>: <what>``, in the order they are measured (the module's docstring)."""
     cores = len(os.sched_getaffinity(0))
-    colab = min(COLAB_CORES, cores)
-    rows = shape_rows(f"{colab} cores (Colab)", colab, (2,), 1, 2 if quick else report_eval_envs(), True)
-    whole = shape_rows(f"{cores} cores (all)", None, (2, 4, 6), max(1, cores // 4), 0, False)
+    colab, whole = f"{min(COLAB_CORES, cores)} cores (Colab)", f"{cores} cores (all)"
+    n_eval_envs = 2 if quick else report_eval_envs()
     shared = max(1, cores // 6)
-    whole.append(Row(f"{cores} cores (all): campaign: 6 runs at once, {ale(shared)} each",
-                     [{**spec, "options": {"env_threads": shared}} for spec in CAMPAIGN]))
-    return rows + whole
+
+    def row(shape: str, what: str, *children: dict[str, Any]) -> Row:
+        on = {"cpus": COLAB_CORES} if shape == colab else {}
+        return Row(f"{shape}: {what}", [{**child, **on} for child in children])
+
+    def run(variant: str | None = None, **options: Any) -> dict[str, Any]:
+        return {**rlhelpers_run("a2c", **options), "variant": variant}
+
+    essentials = [row(shape, what, child) for shape in (colab, whole) for what, child in (
+        ("env ceiling: vector env, random actions", {"kind": "random"}), ("reference design", {"kind": "reference"}),
+        (AUTO, run()))]
+    return [*essentials[:3],
+            row(colab, f"evaluation: {n_eval_envs} envs stepped by the policy",
+                {"kind": "evaluation", "algo": "a2c", "n_eval_envs": n_eval_envs}),
+            row(colab, "campaign: 2 runs at once (auto with a GPU: 1)", *CAMPAIGN[:2]),
+            *essentials[3:],
+            row(whole, "campaign: 6 runs at once (auto with a GPU: one per 2 cores)", *CAMPAIGN),
+            row(colab, "rlhelpers a2c, 1 env group (auto: 2 with a GPU)", run(env_groups=1)),
+            row(colab, "rlhelpers a2c, pinned memory + non_blocking uploads", run("pinned")),
+            row(colab, "rlhelpers a2c, re-forward the rollout in the update", run("reforward")),
+            row(colab, "rlhelpers a2c, TF32 convolutions (auto: fp32)", run("tf32")),
+            row(whole, "campaign: 2 runs at once", *CAMPAIGN[:2]),
+            row(whole, f"campaign: 6 runs at once, {ale(shared)} each",
+                *({**spec, "options": {"env_threads": shared}} for spec in CAMPAIGN)),
+            row(whole, f"rlhelpers a2c, {ale(max(1, cores // 4))} (auto: one per core)",
+                run(env_threads=max(1, cores // 4)))]
 
 
 def report_eval_envs() -> int:
@@ -78,55 +79,73 @@ def report_eval_envs() -> int:
 
 
 def _find(table: list[Row], shape: str, what: str) -> Row | None:
-    """The first row of ``shape`` whose name, after the shape's label, starts with ``what``."""
-    return next((row for row in table if row.name.startswith(f"{shape}: {what}")), None)
+    """The measured row of ``shape`` whose name, after the shape's label, starts with ``what``."""
+    return next((row for row in table if row.name.startswith(f"{shape}: {what}") and row.samples), None)
 
 
-def ratios(table: list[Row]) -> dict[str, str]:
-    """Per row: against the reference, the env ceiling and (choices) the auto settings or (campaigns) one run,
-    each on the same shape."""
-    found = {}
-    for row in table:
-        shape = row.name.split(": ")[0]
-        reference, ceiling, auto = (_find(table, shape, what) for what in ("reference design", "env ceiling", AUTO))
-        if ": rlhelpers" in row.name:
-            found[row.name] = (f"{paired_ratio(row.samples, reference.samples):.2f}x reference, "
-                               f"{paired_ratio(row.samples, ceiling.samples):.0%} of env ceiling")
-            if not row.name.endswith("auto settings"):  # a choice, against the auto settings it departs from
-                found[row.name] += f", {paired_ratio(row.samples, auto.samples):.2f}x auto settings"
-        elif ": campaign" in row.name:
-            found[row.name] = (f"{paired_ratio(row.samples, auto.samples):.2f}x one a2c run, "
-                               f"{paired_ratio(row.samples, ceiling.samples):.0%} of env ceiling")
-    return found
+def _against(row: Row, other: Row | None, what: str) -> str:
+    return f"{paired_ratio(row.samples, other.samples):.2f}x {what}" if other else ""
+
+
+def ratios(row: Row, table: list[Row]) -> str:
+    """A measured row against the reference, the env ceiling and (choices) the auto settings or (campaigns) one run,
+    each on the same shape and where measured; and whether Colab's confinement failed."""
+    shape = row.name.split(": ")[0]
+    reference, ceiling, auto = (_find(table, shape, what) for what in ("reference design", "env ceiling", AUTO))
+    found = []
+    if ": rlhelpers" in row.name:
+        found += [_against(row, reference, "reference"), _against(row, ceiling, "env ceiling")]
+        if row is not auto:  # a choice, against the auto settings it departs from
+            found.append(_against(row, auto, "auto settings"))
+    elif ": campaign" in row.name:
+        found += [_against(row, auto, "one a2c run"), _against(row, ceiling, "env ceiling")]
+    wanted = row.children[0].get("cpus")
+    if wanted and row.cpus_seen > wanted:
+        found.append(f"NOT confined to {wanted} CPUs: its threads could use {row.cpus_seen} (not Colab's shape)")
+    return ", ".join(filter(None, found))
 
 
 def projection(table: list[Row], runs_dir: Path = ROOT / "runs") -> list[tuple[str, str, str]]:
-    """The six report runs on Colab's shape: each run's training steps at its algorithm's rate, plus its
-    evaluations at the evaluation rate, as the committed run recorded them (an evaluation of E episodes on N envs
-    takes about ceil(E / N) times its longest episode in steps of all N envs); then the six one at a time (the
-    campaign's choice with 2 cores) and, where measured, two at a time, their evaluations counted in full."""
-    shape = table[0].name.split(": ")[0]
-    evaluation = _find(table, shape, "evaluation")
+    """The six report runs on Colab's shape, at the a2c run's rate (the losses differ by little next to the GPU's
+    launches and the emulator), plus their evaluations at the evaluation rate, as the committed runs recorded them
+    (an evaluation of E episodes on N envs takes about ceil(E / N) times its longest episode in steps of all N
+    envs); one at a time (the campaign's choice with 2 cores) and, where measured, two at a time."""
+    shape = table[0].name.split(": ")[0] if table else ""
+    auto, evaluation = _find(table, shape, AUTO), _find(table, shape, "evaluation")
+    if auto is None or evaluation is None:
+        return [("projected: the six report runs", "not projected", f"needs the rows {AUTO!r} and 'evaluation'")]
     pair = _find(table, shape, "campaign: 2 runs at once")
-    rows, total_steps, total_eval, total = [], 0, 0.0, 0.0
+    rows, total_steps, total_eval = [], 0, 0.0
     for name in REPORT_RUNS:
         record = json.loads((runs_dir / name / "eval_history.json").read_text())
         history, envs = record["history"], record["config"]["n_eval_envs"]
         steps = history[-1]["step"]
         eval_steps = sum(max(e["lengths"]) * math.ceil(len(e["lengths"]) / envs) * envs for e in history)
         eval_s = eval_steps / evaluation.median
-        train_s = steps / _find(table, shape, f"rlhelpers {name.split('_')[0]}, auto settings").median
-        rows.append((f"projected: {name}", f"{(train_s + eval_s) / 3600:.2f} h",
-                     f"{steps:,} steps in {train_s / 3600:.2f} h + {len(history)} evaluations in "
+        rows.append((f"projected: {name}", f"{(steps / auto.median + eval_s) / 3600:.2f} h",
+                     f"{steps:,} steps in {steps / auto.median / 3600:.2f} h + {len(history)} evaluations in "
                      f"{eval_s / 3600:.2f} h"))
-        total_steps, total_eval, total = total_steps + steps, total_eval + eval_s, total + train_s + eval_s
-    rows.append(("projected: the six, one at a time", f"{total / 3600:.1f} h", f"{shape}, one GPU"))
+        total_steps, total_eval = total_steps + steps, total_eval + eval_s
+    rows.append(("projected: the six, one at a time", f"{(total_steps / auto.median + total_eval) / 3600:.1f} h",
+                 f"{shape}, one GPU"))
     if pair is not None:
-        paired = total_steps / pair.median + total_eval
-        rows.append(("projected: the six, two at a time", f"{paired / 3600:.1f} h",
+        rows.append(("projected: the six, two at a time", f"{(total_steps / pair.median + total_eval) / 3600:.1f} h",
                      f"{total_steps:,} steps at the campaign's combined {pair.median:,.0f} steps/s, evaluations "
                      "in full"))
     return rows
+
+
+def timing(table: list[Row], seconds: float) -> str:
+    """How long the rows took, and what they would take at the GPU run's size (``SAMPLES`` windows of ``SECONDS``)
+    with this run's start-up (building and warming up a row's processes)."""
+    measured = [row for row in table if row.samples]
+    if not measured:
+        return f"No row measured of {len(table)}."
+    startup = [row.wall_s - SAMPLES * seconds for row in measured]
+    full = sum(startup) + len(measured) * SAMPLES * SECONDS
+    return (f"{len(measured)} of {len(table)} rows measured in {sum(row.wall_s for row in measured):.0f} s; start-up "
+            f"(build and warm-up) median {statistics.median(startup):.1f} s a row. At the GPU run's size ({SAMPLES} "
+            f"windows of {SECONDS:g} s a row) with this start-up, these rows take about {full:.0f} s.")
 
 
 def machine_info() -> dict[str, str]:
@@ -139,18 +158,22 @@ def machine_info() -> dict[str, str]:
             if siblings.exists() else "unknown"}
 
 
-def render(table: list[Row], info: dict[str, str], command: str, notes: list[str], reps: int, seconds: float) -> str:
-    """One Markdown table: the notes (the CUDA tests' result), every measurement, the projection; then the
+def render(table: list[Row], info: dict[str, str], command: str, seconds: float, n_envs: int = 16) -> str:
+    """One Markdown table: every row, measured or not, grouped by shape, then the projection, the timing and the
     machine."""
-    found = ratios(table)
     lines = ["# GPU throughput", "",
-             f"Command: `{command}`. PongNoFrameskip-v4, 16 training envs, n_steps 5, Nature CNN, on the GPU, no "
+             f"Command: `{command}`. PongNoFrameskip-v4, {n_envs} training envs, n_steps 5, Nature CNN, on the GPU, no "
              f"evaluation except in the evaluation row. Environment steps per second (summed over envs and runs), "
-             f"median of {reps} repetition(s) of {seconds:g} s, each in fresh processes; ratios against the same "
-             "shape's rows. Projections use the Colab-shape rates.", "",
-             "| what | figure | detail |", "| --- | ---: | --- |"]
-    lines += [f"| {note.split(': ', 1)[0]} | {note.split(': ', 1)[-1]} | |" for note in notes]
-    lines += [f"| {row.name} | {row.median:,.0f} steps/s | {found.get(row.name, '')} |" for row in table]
-    lines += [f"| {what} | {figure} | {detail} |" for what, figure, detail in projection(table)]
-    lines += ["", "Machine:", ""] + [f"- {key}: {value}" for key, value in info.items()]
+             f"the median of {SAMPLES} windows of {seconds:g} s in one set of fresh processes per row, the rows in "
+             "the order below; ratios against the same shape's rows. Projections use the Colab-shape rates.", "",
+             "| what | steps/s | windows | detail |", "| --- | ---: | --- | --- |"]
+    colab = table[0].name.split(": ")[0] if table else ""
+    for row in sorted(table, key=lambda row: not row.name.startswith(colab)):  # Colab's shape first
+        if row.samples:
+            lines.append(f"| {row.name} | {row.median:,.0f} | {', '.join(f'{s:.0f}' for s in row.samples)} "
+                         f"| {ratios(row, table)} |")
+        else:
+            lines.append(f"| {row.name} | not measured | | out of the check's time |")
+    lines += [f"| {what} | {figure} | | {detail} |" for what, figure, detail in projection(table)]
+    lines += ["", timing(table, seconds), "", "Machine:", ""] + [f"- {key}: {value}" for key, value in info.items()]
     return "\n".join(lines) + "\n"

@@ -17,7 +17,9 @@ the code of ``--baseline`` (default: the commit before the speed work), extracte
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import platform
 import signal
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,11 +43,14 @@ TARGET_PIPELINE_SHARE = 0.85
 
 @dataclass
 class Row:
-    """One line of the table: a name and the processes it runs at once (``child`` specs)."""
+    """One line of the table: a name and the processes it runs at once (``child`` specs); what they measured, how
+    long its set of processes took, and the most CPUs any of their threads could run on (``threads_cpus``)."""
 
     name: str
     children: list[dict[str, Any]]
     samples: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+    cpus_seen: int = 0
 
     @property
     def median(self) -> float:
@@ -115,7 +121,8 @@ def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
         from rlhelpers.core.envs import make_vec_env
         from rlhelpers.core.networks import sample_actions
 
-        trainer.close()
+        for env in trainer.envs:  # the trainer stays open: its torch settings stay in effect, as in a run
+            env.close()
         env = make_vec_env(ENV_ID, spec["n_eval_envs"], num_threads=config.env_threads)
         obs = [env.reset(seed=0)[0]]
 
@@ -128,27 +135,56 @@ def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
     return trainer.train_iteration, n_envs * n_steps
 
 
+def cpu_list(text: str) -> set[int]:
+    """The CPUs of a kernel CPU list such as ``0-3,8``."""
+    cpus: set[int] = set()
+    for part in filter(None, text.strip().split(",")):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def threads_cpus() -> set[int]:
+    """The CPUs that the threads of this process may run on, as the kernel applies it (``Cpus_allowed_list`` of
+    each thread in /proc), and those they last ran on: under gVisor a mask set with ``sched_setaffinity`` is
+    recorded but not enforced."""
+    cpus: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that has ended
+            status = dict(line.split(":", 1) for line in (task / "status").read_text().splitlines() if ":" in line)
+            cpus |= cpu_list(status["Cpus_allowed_list"])
+            cpus.add(int((task / "stat").read_text().rsplit(")", 1)[1].split()[36]))  # field 39: where it last ran
+    return cpus
+
+
 def child(spec: dict[str, Any]) -> None:
-    """One measurement: build, warm up, say ``ready``, wait for a line on stdin, then print steps/s as JSON.
-    ``cpus``, where given, is the number of cores the process and its threads are confined to (the first ones)."""
+    """One measurement: build, warm up, say ``ready``, wait for a line on stdin, then time ``samples`` windows
+    (default 1) and print their steps/s as JSON, with the CPUs the process's threads could use (``threads_cpus``).
+    ``cpus``, where given, is the number of CPUs the process and its threads are confined to: the first ones it
+    may use (Colab's shape)."""
     if spec.get("cpus"):
-        os.sched_setaffinity(0, range(spec["cpus"]))
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:spec["cpus"]])
     step, steps_per_call = _stepper(spec)
     for _ in range(spec["warmup"]):
         step()
     print("ready", flush=True)
     sys.stdin.readline()
-    calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < spec["seconds"] or calls == 0:
-        step()
-        calls += 1
-    print(json.dumps({"steps_per_s": calls * steps_per_call / elapsed}), flush=True)
+    rates = []
+    for _ in range(spec.get("samples", 1)):
+        calls, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < spec["seconds"] or calls == 0:
+            step()
+            calls += 1
+        rates.append(calls * steps_per_call / elapsed)
+    print(json.dumps({"steps_per_s": rates, "cpus": sorted(threads_cpus())}), flush=True)
 
 
 # ---------------------------------------------------------------- the parent
 
-def measure(row: Row, common: dict[str, Any], baseline_src: Path | None) -> float:
-    """Start the row's processes, let them warm up, time them together; return their summed steps/s."""
+def measure(row: Row, common: dict[str, Any], baseline_src: Path | None) -> list[float]:
+    """Start the row's processes, let them warm up, time them together; return their summed steps/s of each window.
+    Adds the time taken to ``row.wall_s`` and notes in ``row.cpus_seen`` how many CPUs their threads could use."""
+    started = time.monotonic()
     processes = []
     for spec in row.children:
         env = dict(os.environ)
@@ -166,11 +202,14 @@ def measure(row: Row, common: dict[str, Any], baseline_src: Path | None) -> floa
         for process in processes:
             process.stdin.write("go\n")
             process.stdin.flush()
-        return sum(json.loads(process.stdout.readline())["steps_per_s"] for process in processes)
+        results = [json.loads(process.stdout.readline()) for process in processes]
     finally:
-        for process in processes:  # with the reference's env worker processes
+        for process in processes:  # with the reference's env worker processes, however this process ends
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        row.wall_s += time.monotonic() - started
+    row.cpus_seen = max(row.cpus_seen, *(len(result["cpus"]) for result in results))
+    return [sum(window) for window in zip(*(result["steps_per_s"] for result in results), strict=True)]
 
 
 def rlhelpers_run(algo: str = "a2c", baseline: bool = False, tiny: bool = False, **options: Any) -> dict[str, Any]:
@@ -305,8 +344,31 @@ def measure_all(table: list[Row], reps: int, common: dict[str, Any], baseline_sr
     """Every row's repetitions, the rows interleaved within each repetition."""
     for rep in range(reps):
         for row in table:
-            row.samples.append(measure(row, common, baseline_src))
+            row.samples += measure(row, common, baseline_src)
             print(f"  rep {rep + 1}/{reps}  {row.name:<70} {row.samples[-1]:8.0f} steps/s", flush=True)
+
+
+def guess_s(row: Row, table: list[Row]) -> float:
+    """How long ``row`` will take: as the longest measured row of as many processes, else half as long again as the
+    longest measured row (0 before the first)."""
+    same = [other.wall_s for other in table if other.samples and len(other.children) == len(row.children)]
+    return max(same) if same else 1.5 * max((other.wall_s for other in table if other.samples), default=0.0)
+
+
+def measure_in_time(table: list[Row], common: dict[str, Any], budget_s: float | None,
+                    write: Callable[[], None]) -> None:
+    """Each row once, its windows in one set of processes, in order, until the next would end more than
+    ``budget_s`` seconds from now (``guess_s``): the rows left stay unmeasured. ``write`` runs before the first row
+    and after each, so that a check cut short keeps what it measured."""
+    end = time.monotonic() + (math.inf if budget_s is None else budget_s)
+    write()
+    for i, row in enumerate(table):
+        if time.monotonic() + guess_s(row, table) > end:
+            print(f"  out of time: {len(table) - i} rows not measured", flush=True)
+            return
+        row.samples = measure(row, common, None)
+        print(f"  {row.name:<90} {row.median:8.0f} steps/s", flush=True)
+        write()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -318,26 +380,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 2 envs, 1 short repetition (figures not comparable); with --device cuda "
                              "and no GPU, the GPU table's rows on the CPU")
-    parser.add_argument("--reps", type=int, default=None, help="repetitions per row (default 3; 1 with --quick)")
+    parser.add_argument("--reps", type=int, default=None,
+                        help="CPU table: repetitions per row (default 3; 1 with --quick)")
     parser.add_argument("--seconds", type=float, default=None,
-                        help="measured seconds per repetition (default 8; 0.2 with --quick)")
+                        help="measured seconds per repetition, or per window of a GPU row (default 8; 2 with "
+                             "--device cuda; 0.2 with --quick)")
     parser.add_argument("--baseline", default=BASELINE, help=f"git revision of the baseline rows (default {BASELINE})")
     parser.add_argument("--output", type=Path, default=None,
                         help="markdown file for the table (default bench/results.md; bench/gpu_results.md with "
-                             "--device cuda)")
-    parser.add_argument("--note", action="append", default=[],
-                        help="'what: figure', a first row of the GPU table (gpu_check.sh: the CUDA tests' result)")
+                             "--device cuda, written after every row)")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="GPU table: measure no row that would end later than this many seconds from the start "
+                             "(default: no limit); the rows left are listed as not measured")
+    parser.add_argument("--rows", type=int, default=None, help="GPU table: only its first ROWS rows")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
         return
+    # On SIGTERM (as from timeout) end by an exception, so that measure kills the processes of the row it measures.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     reps = args.reps or (1 if args.quick else 3)
-    seconds = args.seconds or (0.2 if args.quick else 8.0)
+    seconds = args.seconds or (0.2 if args.quick else 2.0 if args.device == "cuda" else 8.0)
     common = {"n_envs": 2 if args.quick else 16, "n_steps": 5, "warmup": 1 if args.quick else 5, "seconds": seconds}
     info = machine_info()
     command = "python -m bench.throughput" + (" --device cuda" if args.device == "cuda" else "") + \
         (" --quick" if args.quick else "")
+    output = args.output or Path(__file__).with_name("gpu_results.md" if args.device == "cuda" else "results.md")
     if args.device == "cuda":
         import torch
 
@@ -345,20 +414,21 @@ def main(argv: list[str] | None = None) -> None:
 
         if not (torch.cuda.is_available() or args.quick):
             parser.error("--device cuda: torch sees no CUDA device here (--quick runs the rows on the CPU)")
-        common["device"] = "cuda" if torch.cuda.is_available() else "cpu"
-        table = gpu.table_rows(args.quick)
-        measure_all(table, reps, common, None)
-        report = gpu.render(table, {**info, **gpu.machine_info()}, command, args.note, reps, seconds)
+        common.update(device="cuda" if torch.cuda.is_available() else "cpu", samples=gpu.SAMPLES)
+        table = gpu.table_rows(args.quick)[:args.rows]
+        info.update(gpu.machine_info())
+        measure_in_time(table, common, args.budget_s,
+                        lambda: output.write_text(gpu.render(table, info, command, seconds, common["n_envs"])))
+        report = output.read_text()
     else:
         info["baseline"] = args.baseline
         table = table_rows()
         with tempfile.TemporaryDirectory() as tmp:
             measure_all(table, reps, common, extract(args.baseline, Path(tmp)))
         report = render(table, info, command, reps, seconds)
+        output.write_text(report)
     print()
     print(report)
-    output = args.output or Path(__file__).with_name("gpu_results.md" if args.device == "cuda" else "results.md")
-    output.write_text(report)
     print(f"written to {output}")
 
 

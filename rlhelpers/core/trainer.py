@@ -57,14 +57,18 @@ class Trainer:
         ``resolve_device(config.device)``; ``model`` replaces the one built from the config."""
         self.config = config
         self.device = resolve_device(config.device) if device is None else device
+        # torch's settings as they were, which close() gives back (a notebook's kernel goes on to other work).
+        self.torch_settings = (torch.get_num_threads(), torch.get_float32_matmul_precision(),
+                               torch.backends.cudnn.allow_tf32)
         # torch's default uses every core; one thread helps when other processes compete for them, and when
         # the network runs on a GPU, where CPU threads only wait and spin against the emulator (bench/results.md).
         threads = config.torch_threads or (1 if self.device.type == "cuda" else 0)
         if threads:
             torch.set_num_threads(threads)
-        if self.device.type == "cuda":  # fp32 means fp32: Ampere and later GPUs run cuDNN convolutions in TF32
+        if self.device.type == "cuda":  # fp32 means fp32: Ampere and later GPUs run cuDNN convolutions in TF32.
+            # Matmuls through this one API only: mixed with matmul.allow_tf32, torch can refuse to report it.
+            torch.set_float32_matmul_precision("highest")
             torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         # Consecutive envs in groups, each its own vector env (collect_rollout overlaps them).
@@ -247,8 +251,11 @@ class Trainer:
         self.restart_episodes(self.config.seed + self.num_timesteps)
 
     def close(self) -> None:
-        """Close the training and evaluation envs."""
+        """Close the training and evaluation envs, and give torch's thread count and float32 precision back."""
         for env in self.envs:
             env.close()
         if self.eval_env is not None:
             self.eval_env.close()
+        threads, precision, torch.backends.cudnn.allow_tf32 = self.torch_settings
+        torch.set_num_threads(threads)
+        torch.set_float32_matmul_precision(precision)

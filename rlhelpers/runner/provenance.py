@@ -69,5 +69,7 @@ def session_provenance(device: torch.device, env_threads: int, start_step: int) 
         "device_name": device_name(device),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),  # "highest": fp32, "high": TF32 on a GPU
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32,  # convolutions in TF32 on a GPU of Ampere or later
         "env_threads": env_threads,
     }
