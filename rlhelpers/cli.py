@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import inspect
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,8 +15,9 @@ from rlhelpers.core.config import ENV_DEFAULTS
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import mean_return
 from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.report.experiment import EXPERIMENTS
 from rlhelpers.runner.campaign import status_table, train_campaign
-from rlhelpers.runner.config import ALGOS, ARMS, FIELD_TYPES, REPORT_SEEDS, TrainConfig, whole_number
+from rlhelpers.runner.config import ARMS, FIELD_TYPES, TrainConfig, whole_number
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR, HISTORY_FILE, RESCORE_FILE
 from rlhelpers.runner.launch import CampaignRun
 from rlhelpers.runner.publish import publish_runs
@@ -80,11 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_config_options(parsers["train"])
     campaign = parsers["campaign"]
-    campaign.add_argument("--algos", nargs="+", choices=ARMS, default=list(ALGOS), metavar="ALGO",
+    campaign.add_argument("--experiment", choices=EXPERIMENTS, default="pong",
+                          help="the report's experiment whose runs and run settings to train, the options below "
+                               "changing them (docs/experiment.md; default: pong)")
+    campaign.add_argument("--algos", nargs="+", choices=ARMS, default=None, metavar="ALGO",
                           help="train only these algorithms' runs; <algo>-<variant> names a variant's runs "
-                               f"({', '.join(ARMS)}; default: {' '.join(ALGOS)})")
-    campaign.add_argument("--seeds", nargs="+", type=_whole_number, default=list(REPORT_SEEDS), metavar="SEED",
-                          help=f"train these seeds of each (default: the report's, {' '.join(map(str, REPORT_SEEDS))})")
+                               f"({', '.join(ARMS)}; default: the experiment's)")
+    campaign.add_argument("--seeds", nargs="+", type=_whole_number, default=None, metavar="SEED",
+                          help="train these seeds of each (default: the experiment's)")
     campaign.add_argument("--parallel", type=_whole_number, default=None,
                           help="runs trained at once (default: one per usable core on a CPU, one per 2 cores with a "
                                "GPU; docs/throughput.md)")
@@ -137,6 +142,8 @@ def _evaluate(args: argparse.Namespace) -> None:
 
     if args.video_scale < 1:
         raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
+    if not Path(args.run_dir).is_dir():
+        raise RLHelpersError(f"{args.run_dir} does not exist: name a run directory, such as runs/a2c_seed-0")
     if args.export:
         print(f"wrote {export_policy(args.run_dir)}")
     rescore = evaluate_policy_file(args.run_dir, args.episodes, args.seed, show_progress=True)
@@ -171,22 +178,28 @@ def _analyze(args: argparse.Namespace) -> None:
     print(f"wrote {out}: {len(results['snapshots'])} snapshots")
 
 
-def _train(args: argparse.Namespace) -> None:
+def _train(args: argparse.Namespace) -> int | None:
     """Train or resume one run (algo, seed).
 
-    Train one run, or resume it from its newest checkpoint.
+    Train one run, or resume it from its newest checkpoint. SIGTERM or Ctrl-C saves a checkpoint and stops it (exit
+    status 130 after Ctrl-C; pressed twice, it stops at once, keeping the checkpoints saved before).
     """
-    result = train(TrainConfig(**_config_options(args)))
+    try:
+        result = train(TrainConfig(**_config_options(args)))
+    except KeyboardInterrupt as stopped:  # the step where train checkpointed and stopped, if it got that far
+        print(f"{stopped or 'interrupted'}; to resume: `python -m rlhelpers {shlex.join(sys.argv[1:])}`")
+        return 130
     last = result.eval_history[-1]  # a run ends with an evaluation, or is reported from its evaluated history
     print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
           f"{mean_return(last):.2f} at step {last['step']:,}")
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    """Train or resume all six runs of the report, N at a time.
+    """Train or resume all runs of one of the report's experiments, N at a time.
 
-    Train or resume the runs of every algorithm of the table (or of --algos) with seeds 0 and 100 (or --seeds),
-    seed by seed, each in its own process logging to <runs-dir>/<run>/train.log. Finished runs are skipped; a run
+    Train or resume the runs of the experiment (Pong's six by default: a2c, task1 and task2 with seeds 0 and 100,
+    each stopping once it passes 18), or of --algos and --seeds, with its game and run settings, seed by seed, each
+    in its own process logging to <runs-dir>/<run>/train.log. Finished runs are skipped; a run
     that another live process trains is waited for, then trained if it is unfinished. Ctrl-C or SIGTERM
     checkpoints and stops every run.
 
@@ -197,7 +210,9 @@ def _campaign(args: argparse.Namespace) -> int:
     cluster = {"cluster": args.cluster, "partition": args.partition, "time_min": args.time_min,
                "gpus": args.gpus_per_job, "cpus": args.cpus_per_job, "max_requeues": args.max_requeues}
     try:
-        return train_campaign(_config_options(args), tuple(args.algos), tuple(args.seeds), args.parallel,
+        experiment = EXPERIMENTS[args.experiment]
+        return train_campaign({**experiment.options(), **_config_options(args)}, tuple(args.algos or experiment.arms),
+                              tuple(args.seeds or experiment.seeds), args.parallel,
                               show_progress=sys.stderr.isatty(), slurm=cluster if args.cluster else None)
     except KeyboardInterrupt:  # the runs checkpointed and stopped
         return 130

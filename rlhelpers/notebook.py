@@ -12,13 +12,16 @@ import ast
 import difflib
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.report.experiment import PONG, Experiment
 from rlhelpers.runner.campaign import campaign_runs, check_options
 from rlhelpers.runner.config import TrainConfig, check_choice, validate
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
+from rlhelpers.runner.records import read_runs
 from rlhelpers.runner.tracking import WANDB_KEY, resolve_wandb_mode, upload_notice
 
 REPORT_ONLY = "none"
@@ -27,7 +30,6 @@ ALL_RUNS = "all"
 NOTEBOOK_PARAMETERS = ("algo", "seed", "env_id", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes",
                        "stop_return", "runs_dir", "wandb_project", "wandb_entity", "wandb_mode", "recompute_analysis",
                        "device", "repo_url")
-PONG, PONG_TARGET = "PongNoFrameskip-v4", 18.0  # the report's experiment: a run stops once it passes 18
 COLAB_DRIVE = "/content/drive"
 COLAB_RUNS_DIR = f"{COLAB_DRIVE}/MyDrive/rlhelpers/runs"
 
@@ -123,12 +125,27 @@ def check_parameters(executed_cells: list[str], recompute_analysis: object) -> N
                              "(papermill's -r passes text: use -p)")
 
 
-def run_config(algo: str, **options: Any) -> TrainConfig | None:
+def run_options(experiment: Experiment | None, **params: Any) -> dict[str, Any]:
+    """The options every run of the notebook shares (``TrainConfig`` fields): the report experiment's on the
+    game (its settings and target), overridden by the parameters that are not None, with the W&B project
+    resolved (the notebook links it)."""
+    options = {**(experiment.options() if experiment else {}),
+               **{name: value for name, value in params.items() if value is not None}}
+    return {**options, "wandb_project": TrainConfig(**options).wandb_project}
+
+
+def report_runs(experiment: Experiment | None) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The arms and seeds that ``algo = "all"`` trains: the experiment's, and on a game without one the Pong
+    experiment's (a2c, task1 and task2 with seeds 0 and 100)."""
+    return (experiment or PONG).arms, (experiment or PONG).seeds
+
+
+def run_config(algo: str, experiment: Experiment | None, **options: Any) -> TrainConfig | None:
     """The validated ``TrainConfig`` of the run to train (``options``: ``TrainConfig`` fields); None for
-    ``algo='none'`` (report only) and for ``'all'``, every unfinished run of the report
-    (``campaign.train_campaign``), whose options are checked here for every run (``campaign.check_options``)."""
+    ``algo='none'`` (report only) and for ``'all'``, every unfinished run of ``report_runs`` (trained by
+    ``campaign.train_campaign``), whose options are checked here for every run (``campaign.check_options``)."""
     if algo == ALL_RUNS:
-        check_options(options, campaign_runs())
+        check_options(options, campaign_runs(*report_runs(experiment)))
     if algo in (ALL_RUNS, REPORT_ONLY):
         return None
     check_choice("algo", algo, ALGORITHMS, f", {ALL_RUNS!r} to train every run of the report, or {REPORT_ONLY!r} to "
@@ -136,10 +153,18 @@ def run_config(algo: str, **options: Any) -> TrainConfig | None:
     return validate(TrainConfig(algo=algo, **options))
 
 
-def target_return(env_id: str, stop_return: float | None) -> float | None:
-    """The return the notebook's runs stop at and its table measures them against: ``stop_return``, or else the
-    report experiment's target on its game (Pong: 18), or else the env's own (classic control: its reward threshold;
-    another Atari game: none, no early stop)."""
-    if stop_return is not None:
-        return float(stop_return)
-    return PONG_TARGET if env_id == PONG else validate(TrainConfig(env_id=env_id)).stop_return
+def scope_markdown(env_id: str, runs_dir: str) -> str:
+    """Which runs the report shows, said once at its top: the committed experiment, your own runs of it beside
+    the committed ones, or another game's runs, after which the written analysis is the committed experiment's."""
+    committed = Path(PONG.runs_dir)
+    if env_id == PONG.env_id and Path(runs_dir).resolve() == committed.resolve():
+        return f"This report shows the committed runs of the Pong experiment, in `{PONG.runs_dir}/`."
+    here = "" if read_runs(committed) else (f" They are not in this checkout (`{PONG.runs_dir}/` holds none): clone "
+                                            "the repository to see their figures.")
+    if env_id == PONG.env_id:
+        return (f"This report shows your runs in `{runs_dir}`: the results plot draws them beside the committed runs "
+                "(dashed), the table lists yours, and *Your runs against the text* says which of the text's figures "
+                f"they reproduce. The written analysis is about the committed runs in `{PONG.runs_dir}/`.{here}")
+    return (f"This report shows your runs of `{env_id}` in `{runs_dir}` under *Training* and *Results*. Every "
+            f"section after them is the committed Pong experiment's, about its runs in `{PONG.runs_dir}/`, not "
+            f"yours.{here}")

@@ -115,3 +115,13 @@ def test_checkpoints_load_weights_only(capsys, tmp_path) -> None:
     (_, newest), *_ = RunDirectory(tmp_path / "a2c_seed-0").checkpoints()
     state = torch.load(newest, weights_only=True)
     assert state["num_timesteps"] == 400 and state["config"]["algo"] == "a2c"
+
+
+def test_evaluate_names_a_run_directory_that_does_not_exist(capsys, tmp_path) -> None:
+    missing = tmp_path / "a2c_seed-0"
+    for export in ([], ["--export"]):
+        code, err = run_cli(capsys, "evaluate", str(missing), *export)
+        assert code == 2 and err.startswith(f"error: {missing} does not exist") and "--export" not in err
+    missing.mkdir()  # a run directory without policy.pt: --export writes it from the run's snapshots
+    code, err = run_cli(capsys, "evaluate", str(missing))
+    assert code == 2 and f"`python -m rlhelpers evaluate {missing} --export`" in err

@@ -18,6 +18,7 @@ import torch
 
 from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.report.experiment import PONG
 from rlhelpers.runner import campaign
 from rlhelpers.runner.campaign import campaign_parallel, campaign_runs, run_campaign, run_status, status_table
 from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory
@@ -26,7 +27,8 @@ from rlhelpers.runner.files import CAMPAIGN_LOCK, LOCK_FILE, METRICS_FILE, TRAIN
 from rlhelpers.runner.launch import stop_training
 from rlhelpers.runner.metrics_log import read_metrics
 
-RUN_NAMES = [run.name for run in campaign_runs()]
+PONG_RUNS = campaign_runs(PONG.arms, PONG.seeds)
+RUN_NAMES = [run.name for run in PONG_RUNS]
 CARTPOLE = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500", "--n-eval-episodes", "2",
             "--n-eval-envs", "2", "--stop-return", "1000", "--wandb-mode", "disabled", "--device", "cpu"]
 
@@ -71,7 +73,8 @@ def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:
     finished = run_status(tmp_path / "a2c_seed-0")
     assert finished.last.mean == 3.0 and finished.last.sem == pytest.approx(1.0) and finished.best.mean == 3.0
     table = status_table(tmp_path).splitlines()
-    assert len(table) == 7 and table[1].split()[:5] == ["a2c_seed-0", "1,000", "3.00", "±", "1.00"]
+    assert [line.split()[0] for line in table[1:]] == ["a2c_seed-0", "a2c_seed-100", "task1_seed-0", "task2_seed-0"]
+    assert table[1].split()[:5] == ["a2c_seed-0", "1,000", "3.00", "±", "1.00"]  # the runs present, no others
 
 
 def test_campaign_trains_all_runs_skips_finished_and_waits_for_held_ones(tmp_path: Path, live_pid: int,
@@ -105,7 +108,7 @@ def test_campaign_trains_all_runs_skips_finished_and_waits_for_held_ones(tmp_pat
         record = RunDirectory(runs / name).read_history()
         assert [p["step"] for p in record["history"]] == [0, 500, 1_000], name
         session = record["provenance"][0]
-        assert (session["torch_threads"], session["env_threads"]) == (1, 0)  # the CPU campaign's defaults
+        assert (record["config"]["torch_threads"], session["env_threads"]) == (1, 0)  # the CPU campaign's defaults
         assert "campaign: " in (runs / name / TRAIN_LOG).read_text()
     starts = sorted((RunDirectory(runs / n).read_history()["provenance"][0]["start_time"],
                      RunDirectory(runs / n).read_history()["history"][-1]["time"]) for n in RUN_NAMES)
@@ -171,7 +174,7 @@ def test_a_failing_run_fails_the_campaign_by_name(tmp_path: Path, capsys: pytest
     for name in RUN_NAMES:
         write_history(runs / name, [-21.0] if name in failing else [-21.0, -5.0, 3.0])  # paused or finished
     config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(runs))
-    assert run_campaign(config, campaign_runs(), ["--total-timesteps", "1000", *CARTPOLE], parallel=2, poll_s=0.1) == 1
+    assert run_campaign(config, PONG_RUNS, ["--total-timesteps", "1000", *CARTPOLE], parallel=2, poll_s=0.1) == 1
     out, err = capsys.readouterr()
     assert all(f"{name}: ended with exit code 2" in out for name in failing)
     assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES[2:])
@@ -209,9 +212,8 @@ def test_the_campaign_chooses_by_the_device_its_runs_use_not_by_whether_cuda_is_
     monkeypatch.setattr(campaign, "run_campaign", lambda config, runs, train_args, parallel, **kwargs: chosen.append(
         (parallel, train_args[train_args.index("--torch-threads") + 1] if "--torch-threads" in train_args else None)))
     options = dict(env_id="CartPole-v1", runs_dir=str(tmp_path), wandb_mode="disabled")
-    campaign.train_campaign({**options, "device": "cpu"})
-    campaign.train_campaign({**options, "device": "auto"})
-    campaign.train_campaign({**options, "device": "cpu", "torch_threads": 4})  # a given thread count is kept
+    for extra in ({"device": "cpu"}, {"device": "auto"}, {"device": "cpu", "torch_threads": 4}):  # a count given: kept
+        campaign.train_campaign({**options, **extra}, PONG.arms, PONG.seeds)
     assert chosen == [(6, "2"), (6, None), (6, "4")]
     with pytest.raises(RLHelpersError, match="parallel must be a positive integer, got 0"):
         campaign_parallel(torch.device("cpu"), 6, 0)
@@ -243,8 +245,8 @@ def test_a_campaign_of_other_seeds_and_a_variant_trains_them_seed_by_seed_under_
         assert (config["variant"], config["seed"], config["pg_coef"]) == (variant, int(name[-3:]), 1.0)
     assert main(["status", "--runs-dir", str(runs)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in table[7:]] == sorted(started)
-    assert {line.split()[-1] for line in table[7:]} == {"finished"} and table[2].split()[-1] == "paused"
+    assert [line.split()[0] for line in table[1:]] == sorted([*started, "task1_seed-0"])
+    assert [line.split()[-1] for line in table[1:]] == ["finished"] * 4 + ["paused"]
 
 
 @pytest.mark.parametrize(("args", "error"), [(["--algos", "a2c-pg1"], "invalid choice: 'a2c-pg1'"),
@@ -267,7 +269,7 @@ def test_a_campaign_of_another_host_is_waited_out_not_taken_for_a_live_one(tmp_p
     (tmp_path / CAMPAIGN_LOCK).write_text(json.dumps({"host": "gone-vm", "pid": 1, "heartbeat": time.time() - 298}))
     config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(tmp_path))
     with pytest.warns(UserWarning, match=f"taking over the campaign lock of {tmp_path} from dead owner"):
-        assert run_campaign(config, campaign_runs(), CARTPOLE, parallel=2, poll_s=0.1) == 0
+        assert run_campaign(config, PONG_RUNS, CARTPOLE, parallel=2, poll_s=0.1) == 0
     out, err = capsys.readouterr()
     assert "already running" not in out and "gone-vm" in err
     assert all(f"{name}: finished, skipped" in out for name in RUN_NAMES)
@@ -327,7 +329,7 @@ def test_outside_a_terminal_the_campaign_lines_do_not_clear_and_redraw_the_bar(t
     for name in RUN_NAMES:  # one run paused without its checkpoints (its child fails at once), five finished
         write_history(tmp_path / name, [-21.0] if name == RUN_NAMES[0] else [-21.0, -5.0, 3.0])
     config = TrainConfig(env_id="CartPole-v1", total_timesteps=1_000, runs_dir=str(tmp_path))
-    assert run_campaign(config, campaign_runs(), CARTPOLE, parallel=2, poll_s=0.1, show_progress=True) == 1
+    assert run_campaign(config, PONG_RUNS, CARTPOLE, parallel=2, poll_s=0.1, show_progress=True) == 1
     out, err = capsys.readouterr()
     assert sorted(line.split(" (")[0] for line in out.splitlines()) == sorted([
         f"{RUN_NAMES[0]}: started", *(f"{name}: finished, skipped" for name in RUN_NAMES[1:]),
@@ -353,3 +355,24 @@ def test_a_campaign_passes_the_game_settings_to_its_runs(tmp_path: Path) -> None
     assert main(args) == 0
     config = RunDirectory(tmp_path / "a2c_seed-0").read_history()["config"]
     assert (config["env_id"], config["life_loss"], config["fire_reset"]) == ("BreakoutNoFrameskip-v4", True, False)
+    assert status_table(tmp_path).splitlines()[1].endswith("finished (life_loss)")  # status shows them
+
+
+def test_a_campaign_of_an_experiment_trains_its_runs_with_its_settings(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--experiment breakout`` trains Breakout's nine runs with its game settings, evaluation interval and no early
+    stop; the default, Pong, stops at 18; an option given overrides the experiment's."""
+    started = []
+    monkeypatch.setattr(campaign, "run_campaign", lambda config, runs, train_args, parallel, **kwargs: started.append(
+        (config, [run.name for run in runs])))
+    for args in (["--experiment", "breakout"], [], ["--experiment", "breakout", "--no-fire-reset"]):
+        assert main(["campaign", "--runs-dir", str(tmp_path), "--wandb-mode", "disabled", *args]) in (0, None)
+    (breakout, names), (pong, pong_names), (changed, _) = started
+    assert (breakout.env_id, breakout.life_loss, breakout.fire_reset) == ("BreakoutNoFrameskip-v4", True, True)
+    assert (breakout.eval_interval, breakout.stop_return, breakout.wandb_project) == (500_000, None,
+                                                                                     "breakout-actor-critic")
+    assert names == [f"{arm}_seed-{seed}" for seed in (0, 100, 200) for arm in ("a2c", "task1", "task1-pg1")]
+    assert (pong.env_id, pong.stop_return, pong.life_loss, pong.wandb_project) == ("PongNoFrameskip-v4", 18.0, False,
+                                                                                  "pong-actor-critic")
+    assert pong_names == [f"{arm}_seed-{seed}" for seed in (0, 100) for arm in ("a2c", "task1", "task2")]
+    assert changed.fire_reset is False and changed.life_loss is True

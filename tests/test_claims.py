@@ -41,7 +41,8 @@ def test_every_figure_of_the_text_holds_on_the_committed_runs() -> None:
     assert [(says, figure, now) for says, figure, now, holds in rows if not holds] == []
     for claim in claims_list:  # each checked figure is one the text really cites (a verdict is written in words)
         assert claim.figure in ("yes", "no") or claim.figure in prose, f"{claim.figure!r} ({claim.says}) not in text"
-    assert verdict_markdown(rows) == f"**{len(rows)} of {len(rows)} figures in the text hold on the runs present.**"
+    assert verdict_markdown(rows, "runs") == f"**{len(rows)} of {len(rows)} figures in the text hold on the runs in " \
+                                             "`runs`.**"
 
 
 def test_on_other_runs_the_check_shows_which_figures_no_longer_hold(tmp_path: Path) -> None:
@@ -53,17 +54,39 @@ def test_on_other_runs_the_check_shows_which_figures_no_longer_hold(tmp_path: Pa
     record["history"] = record["history"][:-1]  # as if it had not passed 18 yet
     (runs / "a2c_seed-0" / "eval_history.json").write_text(json.dumps(record))
     rows = {says: (now, holds) for says, _, now, holds in check(claims_list, claims.measure(runs, None))}
-    assert rows["A2C passes 18, seed 0"] == ("n/a", False)
-    assert rows["task2 passes 18, seed 100"] == ("n/a", False)  # that run is missing
+    assert rows["A2C passes 18, seed 0"] == ("not reached", False)
+    assert rows["task2 passes 18, seed 100"] == ("no runs", False)  # that run is missing
+    assert rows["equal hyperparameters: seeds above 18"] == ("no runs", False)  # so is that arm: not a vacuous 0
     assert rows["sampled / all-action variance"] == ("n/a", False)  # no gradient analysis
     assert rows["A2C passes 18, seed 100"] == ("6.6M", True)
     checked = check(claims_list, claims.measure(runs, None))
-    assert "| A2C passes 18, seed 0 | 7.2M | n/a | **no** |" in claims_markdown(checked)
-    failing = [says for says, _, _, holds in checked if not holds]
-    verdict = verdict_markdown(checked)  # the body's line names each claim that no longer holds
-    assert verdict.startswith(f"**{len(checked) - len(failing)} of {len(checked)} figures in the text hold")
-    assert "*A2C passes 18, seed 0* (7.2M in the text, n/a measured)" in verdict
+    assert "| A2C passes 18, seed 0 | 7.2M | not reached | **no** |" in claims_markdown(checked)
+    failing = [says for says, _, now, holds in checked if not holds and now != "no runs"]
+    absent = sum(now == "no runs" for _, _, now, _ in checked)
+    verdict = verdict_markdown(checked, runs)  # the body's line counts the claims without runs, names the others
+    assert verdict.startswith(f"**{len(checked) - len(failing) - absent} of {len(checked)} figures in the text hold "
+                              f"on the runs in `{runs}`.** {absent} have no runs here.")
+    assert "*A2C passes 18, seed 0* (text: 7.2M; measured: not reached)" in verdict
     assert all(f"*{says}*" in verdict for says in failing) and "*A2C passes 18, seed 100*" not in verdict
+    assert "*task2 passes 18, seed 100*" not in verdict
+
+
+def test_your_runs_are_told_which_figures_of_the_text_they_reproduce(tmp_path: Path) -> None:
+    """A report of your own Pong runs says which of the text's figures they give as the text does, which they give
+    otherwise, and how many they cannot measure, instead of a failed claims check."""
+    claims_list, _ = notebook_claims()
+    runs = tmp_path / "my_runs"
+    for run in ("a2c_seed-0", "a2c_seed-100"):
+        shutil.copytree(ROOT / "runs" / run, runs / run, ignore=shutil.ignore_patterns("*.pt", "*.jsonl"))
+    record = json.loads((runs / "a2c_seed-100" / "eval_history.json").read_text())
+    record["history"] = record["history"][:-3] + [{**record["history"][-1], "step": 6_000_000}]  # 18 passed earlier
+    (runs / "a2c_seed-100" / "eval_history.json").write_text(json.dumps(record))
+    text = claims.reproduction_markdown(check(claims_list, claims.measure(runs, None)), runs)
+    assert text.startswith(f"**Your runs in `{runs}` reproduce ")
+    assert "*A2C passes 18, seed 0* (7.2M)" in text.split("They give")[0]
+    assert "*A2C passes 18, seed 100* (6.6M in the text, 6.0M in yours)" in text
+    missing = int(text.split(". ")[-1].split(" need runs")[0].split()[-1])
+    assert missing > 50 and "task2" not in text.split("They give")[0]
 
 
 @pytest.mark.parametrize(("value", "fmt", "text"), [

@@ -13,6 +13,7 @@ import pytest
 
 from rlhelpers import notebook
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.report.experiment import PONG, experiment_of
 from rlhelpers.runner.config import TrainConfig, validate
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "report.ipynb"
@@ -109,43 +110,47 @@ def test_parameter_names_and_flags_are_checked() -> None:
 
 
 def test_run_config_casts_papermill_floats() -> None:
-    config = notebook.run_config("task1", seed=100, total_timesteps=5e3, n_envs=2.0, runs_dir="runs")
+    config = notebook.run_config("task1", PONG, seed=100, total_timesteps=5e3, n_envs=2.0, runs_dir="runs")
     assert (config.total_timesteps, config.n_envs, config.run_name) == (5000, 2, "task1_seed-100")
-    assert notebook.run_config("none", seed=0) is None
-    assert notebook.run_config("all", seed=0, total_timesteps=5e3) is None  # every run: trained by the campaign
+    assert notebook.run_config("none", PONG, seed=0) is None
+    assert notebook.run_config("all", PONG, seed=0, total_timesteps=5e3) is None  # every run: trained by the campaign
     with pytest.raises(RLHelpersError, match="n_envs must be"):  # the shared options are checked for each algo
-        notebook.run_config("all", seed=0, n_envs=-1)
+        notebook.run_config("all", PONG, seed=0, n_envs=-1)
 
 
 def test_an_unknown_algo_gets_the_one_message_with_the_notebooks_own_choices() -> None:
     with pytest.raises(RLHelpersError) as everywhere:
         validate(TrainConfig(algo="tsak1"))
     with pytest.raises(RLHelpersError) as in_the_notebook:
-        notebook.run_config("tsak1", seed=0)
+        notebook.run_config("tsak1", PONG, seed=0)
     assert str(everywhere.value) == "unknown algo 'tsak1': choose one of a2c, task1, task2"
     assert str(in_the_notebook.value) == (f"{everywhere.value}, 'all' to train every run of the report, or 'none' to "
                                           "only build the report from the runs present")
 
 
 def test_notebook_defaults_follow_the_environment() -> None:
-    """The parameters cell's None takes each environment's defaults, as the notebook resolves them: Pong's 18 is
-    the report's rule (it would stop a CartPole run at its first evaluation, where a near-uniform policy already
+    """The parameters cell's None takes the experiment's on its game, else each environment's defaults: Pong's 18
+    is the report's rule (it would stop a CartPole run at its first evaluation, where a near-uniform policy already
     scores about 20, and a Breakout run long before it learns)."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
     params = next(cell.source for cell in nb.cells if "parameters" in cell.metadata.get("tags", []))
     values: dict = {}
     exec(params, values)
 
-    def run_config(env_id: str) -> TrainConfig:
-        stop_return = notebook.target_return(env_id, values["stop_return"])
-        return notebook.run_config("a2c", env_id=env_id, n_envs=values["n_envs"],
-                                   eval_interval=values["eval_interval"], stop_return=stop_return)
+    def run_config(env_id: str, **given: object) -> TrainConfig:
+        names = ("n_envs", "eval_interval", "n_eval_episodes", "stop_return", "wandb_project")
+        options = notebook.run_options(experiment_of(env_id), env_id=env_id,
+                                       **{**{name: values[name] for name in names}, **given})
+        return notebook.run_config("a2c", experiment_of(env_id), **options)
 
     cartpole, pong, breakout = (run_config(env) for env in ("CartPole-v1", "PongNoFrameskip-v4",
                                                               "BreakoutNoFrameskip-v4"))
     assert (cartpole.n_envs, cartpole.eval_interval, cartpole.stop_return) == (8, 10_000, 475.0)
-    assert (pong.n_envs, pong.eval_interval, pong.stop_return) == (16, 300_000, 18.0)
-    assert (breakout.n_envs, breakout.stop_return) == (16, None)
-    assert notebook.target_return("CartPole-v1", 100) == 100.0
-    with pytest.raises(RLHelpersError, match="NoSuchEnv"):
-        notebook.target_return("NoSuchEnv-v0", None)
+    assert (pong.n_envs, pong.eval_interval, pong.stop_return, pong.life_loss) == (16, 300_000, 18.0, False)
+    assert (breakout.n_envs, breakout.eval_interval, breakout.stop_return) == (16, 500_000, None)
+    assert (breakout.life_loss, breakout.fire_reset, breakout.n_eval_episodes) == (True, True, 30)
+    assert (pong.wandb_project, breakout.wandb_project) == ("pong-actor-critic", "breakout-actor-critic")
+    assert run_config("PongNoFrameskip-v4", stop_return=100, eval_interval=1000).stop_return == 100.0
+    asteroids = run_config("AsteroidsNoFrameskip-v4")  # a game without an experiment: the run defaults
+    assert (asteroids.stop_return, asteroids.eval_interval, asteroids.life_loss) == (None, 300_000, False)
+    assert notebook.report_runs(None) == (("a2c", "task1", "task2"), (0, 100))  # "all" on it: the report's six

@@ -222,7 +222,7 @@ def test_runs_of_other_seeds_stay_out_of_the_report_plot_and_table(tmp_path) -> 
     assert "last/a2c_seed-200" not in measure(tmp_path, None)
 
 
-def test_the_results_table_lists_the_report_runs_in_report_order_then_the_others_by_name(tmp_path) -> None:
+def test_the_results_table_lists_the_runs_arm_by_arm_in_the_tables_order_then_the_others_by_name(tmp_path) -> None:
     from rlhelpers.report.results import evaluated_runs
 
     for rec in (record("task1", 0, points([1.0]), "pg1"), record("task2", 0, points([1.0])),
@@ -231,4 +231,30 @@ def test_the_results_table_lists_the_report_runs_in_report_order_then_the_others
         (tmp_path / rec["run_name"]).mkdir()
         (tmp_path / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
     assert [r.name for r in evaluated_runs(tmp_path)] == [
-        "a2c_seed-0", "a2c_seed-100", "task2_seed-0", "a2c-a2chp_seed-0", "task1-pg1_seed-0"]
+        "a2c_seed-0", "a2c_seed-100", "task2_seed-0", "task1-pg1_seed-0", "a2c-a2chp_seed-0"]
+    assert [r.name for r in evaluated_runs(tmp_path, arms=("task1-pg1", "a2c"))] == [
+        "a2c_seed-0", "a2c_seed-100", "task1-pg1_seed-0"]
+
+
+def test_your_runs_are_drawn_beside_the_committed_ones_and_another_games_runs_alone(tmp_path) -> None:
+    """Your own Pong runs: your curves, and the committed runs' of the same arms and seeds dashed beside them.
+    Runs of a game the report has no experiment of: every arm and seed present, and no other runs named missing."""
+    for runs_dir, rec in (("committed", record("a2c", 0, points([-20.0, 5.0]))),
+                          ("committed", record("task1", 0, points([-20.0, -15.0]))),
+                          ("committed", record("a2c", 300, points([-20.0, 9.0]))),
+                          ("mine", record("a2c", 0, points([-20.0, 1.0])))):
+        (tmp_path / runs_dir / rec["run_name"]).mkdir(parents=True)
+        (tmp_path / runs_dir / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
+    fig, missing = plot_comparison(tmp_path / "mine", beside=tmp_path / "committed")
+    lines = {line.get_label(): line for line in fig.axes[0].lines if not line.get_label().startswith("_")}
+    assert list(lines) == ["a2c, committed runs", "a2c (seed 0)", "task1, committed runs"]
+    assert list(lines["a2c, committed runs"].get_ydata()) == [-20.0, 5.0]  # seed 0 only, as the report's
+    assert lines["a2c, committed runs"].get_linestyle() == "--"
+    assert missing == ["a2c_seed-100", "task1_seed-0", "task1_seed-100", "task2_seed-0", "task2_seed-100"]
+    breakout = record("task1", 7, points([0.0, 2.0]), "pg1")
+    breakout["config"]["env_id"] = "AsteroidsNoFrameskip-v4"
+    (tmp_path / "other" / breakout["run_name"]).mkdir(parents=True)
+    (tmp_path / "other" / breakout["run_name"] / "eval_history.json").write_text(json.dumps(breakout))
+    fig, missing = plot_comparison(tmp_path / "other")
+    assert [line.get_label() for line in fig.axes[0].lines if not line.get_label().startswith("_")] == [
+        "task1-pg1 (seed 7)"] and missing == []

@@ -20,13 +20,14 @@ import pytest
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report import results as report
+from rlhelpers.report.experiment import PONG
 from rlhelpers.report.results import history_divergence
 from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV
-from rlhelpers.runner.config import expected_runs
 from rlhelpers.runner.records import RunRecord
 from rlhelpers.runner.tracking import project_link
 
 ROOT = Path(__file__).resolve().parents[1]
+REPORT_RUNS = [f"{algo}_seed-{seed}" for algo in PONG.arms for seed in PONG.seeds]  # the report's six
 NOTEBOOK = ROOT / "report.ipynb"
 CARTPOLE = ["-p", "env_id", "CartPole-v1", "-p", "n_envs", "4", "-p", "n_eval_episodes", "4",
             "-p", "eval_interval", "500", "-p", "stop_return", "1000", "-p", "wandb_mode", "offline"]
@@ -153,31 +154,60 @@ def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
 def test_algo_all_trains_every_run_and_a_rerun_only_builds_the_report(tmp_path: Path) -> None:
     params = ["-p", "algo", "all", "-p", "total_timesteps", "1000", *CARTPOLE]
     proc, nb = _papermill(tmp_path, "all.ipynb", params)
-    _assert_report_ok(proc, nb, tmp_path, expected_runs())
-    histories = {run: _history(tmp_path, run) for run in expected_runs()}
+    _assert_report_ok(proc, nb, tmp_path, REPORT_RUNS)
+    histories = {run: _history(tmp_path, run) for run in REPORT_RUNS}
     assert all([p["step"] for p in h["history"]] == [0, 500, 1000] for h in histories.values())
     assert "6/6 runs finished" in _text(nb)
 
     proc, nb = _papermill(tmp_path, "again.ipynb", params)
-    _assert_report_ok(proc, nb, tmp_path, expected_runs())
-    assert all(f"{run}: finished, skipped" in _text(nb) for run in expected_runs())
-    assert {run: _history(tmp_path, run) for run in expected_runs()} == histories
+    _assert_report_ok(proc, nb, tmp_path, REPORT_RUNS)
+    assert all(f"{run}: finished, skipped" in _text(nb) for run in REPORT_RUNS)
+    assert {run: _history(tmp_path, run) for run in REPORT_RUNS} == histories
 
 
 def test_short_pong_run(tmp_path: Path) -> None:
-    """The README's main command, with a tiny budget: your own run in my_runs/, its figures beside it."""
+    """The README's main command, with a tiny budget: your own run in my_runs/, its figures beside it, drawn beside
+    the committed runs, and a verdict on which of the text's figures it reproduces."""
+    for run in ("a2c_seed-0", "task2_seed-0"):  # two of the committed runs, in the runs/ of this checkout
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        history = (ROOT / "runs" / run / "eval_history.json").read_bytes()
+        (tmp_path / "runs" / run / "eval_history.json").write_bytes(history)
     proc, nb = _papermill(tmp_path, "pong.ipynb", [
         "-p", "algo", "task2", "-p", "seed", "0", "-p", "total_timesteps", "40", "-p", "n_envs", "2",
         "-p", "eval_interval", "1000000", "-p", "n_eval_episodes", "1", "-p", "wandb_mode", "offline",
         "-p", "runs_dir", "my_runs"])
     _assert_report_ok(proc, nb, tmp_path, ["task2_seed-0"], figures="my_runs/figures")
-    assert (tmp_path / "my_runs" / "figures" / "diagnostics.png").exists()
-    assert not (tmp_path / "figures").exists()  # the committed figures are neither overwritten nor shown
-    assert "No gradient analysis in the figures folder" in _text(nb)  # the mechanism cell, with no analysis
+    assert (tmp_path / "my_runs" / "figures" / "diagnostics.png").exists() is False  # the committed runs' figure
+    assert not (tmp_path / "figures").exists()  # the committed figures are not overwritten
+    text = _text(nb)
+    assert "This report shows your runs in `my_runs`: the results plot draws them beside the committed runs" in text
+    assert "No gradient analysis in the figures folder" in text  # the mechanism cell, with no analysis
+    assert "#### Your runs against the text" in text and "**Your runs in `my_runs` reproduce 0 of the text's" in text
+    assert "*task2 passes 18, seed 0* (9.9M in the text, not reached in yours)" in text  # in 40 steps
+    assert re.search(r"\*\*\d+ of \d+ figures in the text hold on the runs in `runs`\.\*\* \d+ have no runs here", text)
     history = _history(tmp_path, "task2_seed-0", "my_runs")
-    assert history["config"]["env_id"] == "PongNoFrameskip-v4"
+    assert history["config"]["env_id"] == "PongNoFrameskip-v4" and history["config"]["stop_return"] == 18.0
     assert [point["step"] for point in history["history"]] == [0, 40]
     assert all(-21 <= r <= 21 for point in history["history"] for r in point["returns"])
+
+
+def test_a_report_of_another_game_carries_nothing_of_pong(tmp_path: Path) -> None:
+    """The README's command on Breakout with a tiny budget: the run trains with Breakout's settings and no stop at
+    18, and what the report generates of it carries no Pong threshold, label or W&B project."""
+    proc, nb = _papermill(tmp_path, "breakout.ipynb", [
+        "-p", "env_id", "BreakoutNoFrameskip-v4", "-p", "algo", "a2c", "-p", "seed", "0", "-p", "total_timesteps",
+        "40", "-p", "n_envs", "2", "-p", "n_eval_episodes", "2", "-p", "wandb_mode", "offline", "-p", "runs_dir", "b"])
+    _assert_report_ok(proc, nb, tmp_path, ["a2c_seed-0"], figures="b/figures")
+    config = _history(tmp_path, "a2c_seed-0", "b")["config"]
+    assert (config["stop_return"], config["life_loss"], config["fire_reset"], config["eval_interval"]) == (
+        None, True, True, 500_000)
+    assert config["wandb_project"] == "breakout-actor-critic"
+    table = _results_table(nb)
+    assert table.startswith("**Runs on `BreakoutNoFrameskip-v4`**") and "first step >" not in table
+    ours = _text(nbformat.NotebookNode(cells=nb.cells[7:12]))  # what the report generates of your runs
+    assert not re.search(r"pong|opponent|> 18|> -10", ours, re.IGNORECASE), ours  # no Pong word or threshold
+    assert "Every section after them is the committed Pong experiment's" in _text(nb)
+    assert "breakout-actor-critic" in _text(nb) and "pong-actor-critic" not in _text(nb)
 
 
 def _prepared_record(run: str, steps: list[int], means: list[float]) -> dict:
@@ -192,7 +222,7 @@ def _prepared_record(run: str, steps: list[int], means: list[float]) -> dict:
 @pytest.fixture
 def prepared_runs(tmp_path: Path) -> list[str]:
     """Five of the six report runs (task2_seed-100 missing); a2c_seed-0 exceeds 18 at step 600,000."""
-    runs = [name for name in expected_runs() if name != "task2_seed-100"]
+    runs = [name for name in REPORT_RUNS if name != "task2_seed-100"]
     for run in runs:
         means = [-20.0, 5.0, 19.0] if run == "a2c_seed-0" else [-20.0, -19.0, -15.0]
         path = tmp_path / "runs" / run / "eval_history.json"
@@ -229,8 +259,9 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     assert "runs not present: task2_seed-100" in text
     # The analysis was written for the committed runs: on these, the claims check says which figures fail.
     held, total = map(int, re.search(r"\*\*(\d+) of (\d+) figures in the text hold", text).groups())
-    assert total >= 25 and held < total and "| task2 passes 18, seed 100 | 10.0M | n/a | **no** |" in text
-    assert "*task2 passes 18, seed 100* (10.0M in the text, n/a measured)" in text  # named in the body's verdict
+    assert total >= 25 and held < total and "| task2 passes 18, seed 100 | 10.0M | no runs | **no** |" in text
+    assert "*task1 passes 18, seed 100* (text: 9.9M; measured: not reached)" in text  # named in the verdict
+    assert "*task2 passes 18, seed 100*" not in text and re.search(r"\*\* \d+ have no runs here\.", text)
     assert "| task1_seed-0 vs task2_seed-0 | 600,000 | 3 / 3 | n/a | n/a | n/a |" in text  # identical histories
     assert not (tmp_path / "wandb").exists(), "report-only mode starts no W&B run"
 

@@ -13,17 +13,9 @@ import pytest
 from matplotlib.colors import to_hex
 
 from rlhelpers.report import claims, seeds
+from rlhelpers.report.experiment import ABLATION, EQUAL_HP, FIVE_SEEDS, Comparison, Prediction
 from rlhelpers.report.plotting import algo_curve, plot_comparison
-from rlhelpers.report.seeds import (
-    EQUAL_HP_PREDICTIONS,
-    FIVE_SEEDS,
-    PREDICTIONS,
-    Prediction,
-    difference,
-    measure_seeds,
-    plot_seeds,
-    seed_score,
-)
+from rlhelpers.report.seeds import NO_RUNS, difference, measure_seeds, plot_seeds, seed_score
 from rlhelpers.runner.records import RunRecord, read_runs
 
 
@@ -34,18 +26,23 @@ def run(means: list[float], every: int = 100, stop: float = 18.0, seed: int = 20
 
 
 def test_the_score_averages_the_evaluations_up_to_its_step_and_holds_a_stopped_run() -> None:
-    assert seed_score(run([-21.0, -15.0, -3.0, 5.0, 20.0]), until=300) == pytest.approx((-21 - 15 - 3 + 5) / 4)
-    assert seed_score(run([-21.0, 19.0]), until=300) == pytest.approx((-21 + 19 * 3) / 4)  # stopped at 100, held
-    assert seed_score(run([-21.0, -15.0, -3.0]), until=300) is None  # still training, not at step 300 yet
+    assert seed_score(run([-21.0, -15.0, -3.0, 5.0, 20.0]), (0, 300)) == pytest.approx((-21 - 15 - 3 + 5) / 4)
+    assert seed_score(run([-21.0, 19.0]), (0, 300)) == pytest.approx((-21 + 19 * 3) / 4)  # stopped at 100, held
+    assert seed_score(run([-21.0, -15.0, -3.0]), (0, 300)) is None  # still training, not at step 300 yet
     unknown_interval = RunRecord.from_dict({"run_name": "a2c_seed-0", "history": [{"step": 0, "returns": [1.0]}]})
-    assert seed_score(unknown_interval, until=0) is None  # a run saved without its config
+    assert seed_score(unknown_interval, (0, 0)) is None  # a run saved without its config
+
+
+def test_a_window_that_leaves_step_0_out_averages_the_later_evaluations_only() -> None:
+    """Breakout's S: the evaluations from the first interval on (0.5M to 10M), step 0 left out."""
+    assert seed_score(run([-21.0, -15.0, -3.0, 5.0]), (100, 300)) == pytest.approx((-15 - 3 + 5) / 3)
 
 
 def test_the_difference_of_two_small_arms_matches_the_exact_bootstrap() -> None:
     # x resampled: mean 0 (1/4), 1 (1/2), 2 (1/4); y is constant: the 2.5% and 97.5% points are 0 and 2
     found = difference([0.0, 2.0], [0.0])
     assert (found.delta, found.low, found.high, found.p_greater) == (1.0, 0.0, 2.0, 0.5)
-    assert not Prediction(1, "x", "y", above=True).holds(found)  # an interval from 0 does not lie above 0
+    assert not Prediction(1, "x", "y", above=True).holds(found.low)  # an interval from 0 does not lie above 0
 
 
 def test_the_interval_holds_95_percent_of_the_exact_bootstrap_distribution() -> None:
@@ -62,7 +59,7 @@ def test_the_interval_holds_95_percent_of_the_exact_bootstrap_distribution() -> 
 
 def test_separated_arms_lie_above_zero_and_equal_ones_do_not() -> None:
     separated = difference([5.0, 6.0, 7.0, 8.0, 9.0], [-3.0, -2.0, 0.0, 1.0, 2.0])
-    assert Prediction(1, "x", "y", above=True).holds(separated)
+    assert Prediction(1, "x", "y", above=True).holds(separated.low)
     same = difference([1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0, 3.0, 4.0, 5.0])
     assert same.low < 0 < same.high and same.p_greater == pytest.approx(10 / 25)
 
@@ -97,11 +94,11 @@ def test_the_section_measures_scores_passes_and_each_prediction(tmp_path) -> Non
     assert (found["passed/task1"], found["passed/task1-pg1"]) == (1, 2)
     assert found["training/a2c"] == found["training/task1"] == 0
     scores = {arm: [(f - 20) / 2 for f in finals] for arm, finals in FINALS.items()}
-    for prediction in PREDICTIONS:
+    for prediction in ABLATION.predictions:
         expected = difference(scores[prediction.x], scores[prediction.y])
         assert found[f"delta/{prediction.key}"] == pytest.approx(expected.delta)
         assert found[f"interval/{prediction.key}"] == pytest.approx((expected.low, expected.high))
-        assert found[f"holds/{prediction.key}"] == prediction.holds(expected)
+        assert found[f"holds/{prediction.key}"] == prediction.holds(expected.low)
     assert found["holds/a2c/task1"] and found["holds/task1-pg1/task1"]
     assert found["p/a2c/task1"] == pytest.approx(np.mean([[x > y for y in scores["task1"]] for x in scores["a2c"]]))
 
@@ -117,8 +114,8 @@ def test_no_prediction_is_judged_before_both_arms_have_five_seeds(tmp_path) -> N
 
 def test_a_prediction_that_says_not_above_holds_only_when_the_interval_reaches_zero() -> None:
     not_slower = Prediction(3, "a2c", "task1-pg1", above=False)
-    assert not_slower.holds(difference([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]))
-    assert not not_slower.holds(difference([10.0, 11.0, 12.0], [1.0, 2.0, 3.0]))
+    assert not_slower.holds(difference([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]).low)
+    assert not not_slower.holds(difference([10.0, 11.0, 12.0], [1.0, 2.0, 3.0]).low)
 
 
 def test_the_seed_mean_curve_holds_a_stopped_seed_and_waits_for_one_still_training() -> None:
@@ -134,13 +131,13 @@ def test_the_seed_mean_curve_holds_a_stopped_seed_and_waits_for_one_still_traini
 
 def test_the_figure_draws_every_seed_and_each_prediction_once_complete(tmp_path) -> None:
     write_runs(tmp_path / "runs", FINALS)
-    fig = plot_seeds(tmp_path / "runs", tmp_path / "seeds.png")
+    fig = plot_seeds(tmp_path / "runs", ABLATION, tmp_path / "seeds.png")
     axes = fig.axes
     assert (tmp_path / "seeds.png").stat().st_size > 0
     assert axes[0].get_title() == "(a) a2c: 4 of 5 above 18\nat 7.2M"
     assert axes[2].get_title() == "(c) task1-pg1: 2 of 5 above 18\nat 7.2M"
     assert [len(ax.lines) for ax in axes[:3]] == [5 + 4 + 1 + 1, 5 + 1 + 1 + 1, 5 + 2 + 1 + 1]  # seeds, ×, mean, 18
-    assert len(axes[4].containers) == len(PREDICTIONS)
+    assert len(axes[4].containers) == len(ABLATION.predictions)
     assert not any("waiting" in t.get_text() for t in axes[4].texts)
     shutil.rmtree(tmp_path / "runs" / "a2c_seed-0")
     waiting = plot_seeds(tmp_path / "runs").axes[4]
@@ -178,15 +175,15 @@ def test_the_seed_labels_of_close_scores_do_not_overlap(tmp_path) -> None:
 def test_the_equal_hyperparameters_section_compares_its_own_arms_and_numbers_its_predictions(tmp_path) -> None:
     equal_hp = [19.0, 19.0, 19.0, 2.0, 19.0]
     write_runs(tmp_path, {**FINALS, "task1-a2chp": equal_hp})
-    found = measure_seeds(tmp_path, predictions=EQUAL_HP_PREDICTIONS)
+    found = measure_seeds(tmp_path, EQUAL_HP)
     assert (found["scored/task1-a2chp"], found["passed/task1-a2chp"]) == (5, 4)
     assert "passed/task1-pg1" not in found and "delta/a2c/task1" not in found  # the ablation's are its own
     expected = difference([(f - 20) / 2 for f in equal_hp], [(f - 20) / 2 for f in FINALS["task1"]])
     assert found["delta/task1-a2chp/task1"] == pytest.approx(expected.delta)
-    assert found["holds/task1-a2chp/task1"] == EQUAL_HP_PREDICTIONS[1].holds(expected)
+    assert found["holds/task1-a2chp/task1"] == EQUAL_HP.predictions[1].holds(expected.low)
     cited = claims.measure(tmp_path, None)
     assert {key: cited[f"equal_hp/{key}"] for key in found} == found
-    fig = plot_seeds(tmp_path, predictions=EQUAL_HP_PREDICTIONS)
+    fig = plot_seeds(tmp_path, EQUAL_HP)
     assert [ax.get_title().split(":")[0] for ax in fig.axes[:3]] == ["(a) a2c", "(b) task1-a2chp", "(c) task1"]
     assert [t.get_text() for t in fig.axes[4].get_yticklabels()] == ["Δ(task1-a2chp, task1)", "Δ(a2c, task1-a2chp)"]
     assert sorted(t.get_text().split("; ")[1] for t in fig.axes[4].texts) == [
@@ -196,7 +193,7 @@ def test_the_equal_hyperparameters_section_compares_its_own_arms_and_numbers_its
 
 def test_each_arm_keeps_its_colour_from_one_figure_to_the_next(tmp_path) -> None:
     write_runs(tmp_path, {**FINALS, "task1-a2chp": [19.0] * 5})
-    ablation, equal_hp = (plot_seeds(tmp_path, predictions=p) for p in (PREDICTIONS, EQUAL_HP_PREDICTIONS))
+    ablation, equal_hp = (plot_seeds(tmp_path, comparison) for comparison in (ABLATION, EQUAL_HP))
     comparison, _ = plot_comparison(tmp_path, labels=("a2c", "task1", "task1-pg1", "task1-a2chp"))
 
     def colours(ax) -> set[str]:  # of the curves drawn, the 18 line aside
@@ -216,3 +213,25 @@ def test_the_figure_reads_the_runs_once(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(seeds, "read_runs", lambda *args: readings.append(args) or read_runs(*args))
     plot_seeds(tmp_path)
     assert len(readings) == 1
+
+
+def test_an_arm_without_runs_reads_no_runs_never_zero_seeds(tmp_path) -> None:
+    """An arm with no runs has no seeds above the target, but that is not a finding: a claim of "0 seeds passed"
+    must not hold on it."""
+    write_runs(tmp_path, {"a2c": FINALS["a2c"], "task1": FINALS["task1"]})
+    found = measure_seeds(tmp_path)
+    assert (found["passed/task1-pg1"], found["training/task1-pg1"], found["scored/task1-pg1"]) == (NO_RUNS,) * 3
+    assert found["passed/task1"] == 1
+    claim = claims.Claim("seeds above 18", "0", "seeds/passed/task1-pg1", "d")
+    rows = claims.check([claim], claims.measure(tmp_path, None))
+    assert rows == [("seeds above 18", "0", NO_RUNS, False)]
+
+
+def test_a_comparison_without_a_target_counts_no_seed_above_one(tmp_path) -> None:
+    write_runs(tmp_path, FINALS)
+    untargeted = Comparison(ABLATION.predictions, FIVE_SEEDS, ABLATION.window)
+    found = measure_seeds(tmp_path, untargeted)
+    assert found["passed/a2c"] == 0 and found["pass/a2c"] is None
+    assert found["delta/a2c/task1"] == measure_seeds(tmp_path)["delta/a2c/task1"]
+    assert [ax.get_title() for ax in plot_seeds(tmp_path, untargeted).axes[:3]] == [
+        "(a) a2c: 5 seeds", "(b) task1: 5 seeds", "(c) task1-pg1: 5 seeds"]

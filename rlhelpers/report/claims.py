@@ -17,14 +17,16 @@ from typing import Any
 
 import numpy as np
 
+from rlhelpers.report.experiment import ABLATION, EQUAL_HP, PONG
 from rlhelpers.report.plotting import algo_curve, mean_return, runs_by_label
-from rlhelpers.report.seeds import ABLATION_ARMS, EQUAL_HP_PREDICTIONS, PREDICTIONS, arms, measure_seeds, span
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, parse_run_name
+from rlhelpers.report.seeds import NO_RUNS, measure_seeds, span
+from rlhelpers.runner.config import parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
 
 # Every arm that a five-seed section compares: the ablation's and the equal-hyperparameters section's.
-FIVE_SEED_ARMS = arms((*PREDICTIONS, *EQUAL_HP_PREDICTIONS))
+FIVE_SEED_ARMS = tuple(dict.fromkeys(ABLATION.arms + EQUAL_HP.arms))
 SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
+NOT_REACHED = "not reached"  # what a run measures of a return it never passed
 STEP = "M"  # environment steps in millions: 7.2M
 
 
@@ -42,6 +44,8 @@ class Claim:
 def _format(value: Any, fmt: str) -> str:
     if value is None:
         return "n/a"
+    if isinstance(value, str):
+        return value
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, tuple):
@@ -87,8 +91,9 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
     head_actor = {(label, seed, s["step"]): s["loss_term_gradients"]["actor"]["policy_head"]
                   for label, seed, s in trained}
     agreement = [s["task_gradient_agreement"] for label, _, s in named
-                 if label in ALGOS and "task_gradient_agreement" in s]
-    variance = [s["estimator_variance"] for label, _, s in trained if label in ALGOS and "estimator_variance" in s]
+                 if label in PONG.arms and "task_gradient_agreement" in s]
+    variance = [s["estimator_variance"] for label, _, s in trained
+                if label in PONG.arms and "estimator_variance" in s]
     found: dict[str, Any] = {
         "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
         "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
@@ -123,12 +128,13 @@ def merged_analysis(*analyses: dict[str, Any] | None) -> dict[str, Any] | None:
             "optimizer_regime": {k: v for a in given for k, v in a.get("optimizer_regime", {}).items()}}
 
 
-def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float = 18.0,
+def measure(runs_dir: str | Path, analysis: dict[str, Any] | None,
             seeds_analysis: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Every measurement the claims can name, by key, from the report-seed runs in ``runs_dir`` and the gradient
-    ``analysis``:
+    """Every measurement the Pong experiment's claims can name, by key, from its report-seed runs in ``runs_dir``
+    and the gradient ``analysis``:
 
-    - ``pass/<run>``: the first evaluation step above ``target``; ``last/<run>``: the last evaluation's mean return;
+    - ``pass/<run>``: the first evaluation step above the target (``NOT_REACHED``); ``last/<run>``: the last
+      evaluation's mean return;
     - ``until``, ``curve/<label>``, ``seed/<run>``, ``below/<label>/<other>``: ``compare_speed`` of the algorithms;
     - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
       ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
@@ -139,27 +145,29 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, target: float
       parameters whose RMSprop mean square is below epsilon), ``analysed/<label>`` (how many runs of the label
       have a trained snapshot) and ``lr_ratio`` (task1's learning rate over A2C's);
     - ``budget``: the report runs' training budget, when they share one;
-    - ``ablation/...``: ``compare_speed`` of ``ABLATION_ARMS`` (``ablation/until``,
+    - ``ablation/...``: ``compare_speed`` of the ablation's arms (``ablation/until``,
       ``ablation/below/<a>/<b>``, ...);
     - ``seeds/...``: the five-seed section's figures, ``measure_seeds`` of the runs of all five seeds
       (``seeds/passed/<arm>``, ``seeds/interval/<x>/<y>``, ...), and given the five-seed runs' gradient
       analysis ``seeds_analysis``, the gradient facts over the snapshots of both analyses
       (``seeds/variance_ratio``, ``seeds/analysed/<label>``, ...);
-    - ``equal_hp/...``: the equal-hyperparameters section's, ``measure_seeds`` of ``EQUAL_HP_PREDICTIONS``.
+    - ``equal_hp/...``: the equal-hyperparameters section's, ``measure_seeds`` of ``EQUAL_HP``.
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
-    nothing behind it (a run or the analysis missing) is None, and its claims do not hold.
+    nothing behind it is missing or None, and its claims do not hold: one whose runs are missing reads "no runs"
+    in the check, one whose analysis is missing "n/a".
     """
-    records = read_runs(runs_dir, REPORT_SEEDS)
+    records = read_runs(runs_dir, PONG.seeds)
     evaluated = [record for record in records if record.evaluations]
-    parts = [("pass/", {r.name: r.first_step_above(target) for r in evaluated}),
+    parts = [("pass/", {r.name: NOT_REACHED if (step := r.first_step_above(PONG.target)) is None else step
+                        for r in evaluated}),
              ("last/", {r.name: r.last.mean for r in evaluated}),
-             ("", compare_speed(records, ALGOS)),
-             ("ablation/", compare_speed(records, ABLATION_ARMS)),
+             ("", compare_speed(records, PONG.arms)),
+             ("ablation/", compare_speed(records, ABLATION.arms)),
              ("", _gradient_facts(analysis)),
-             ("seeds/", measure_seeds(runs_dir, target)),
-             ("equal_hp/", measure_seeds(runs_dir, target, EQUAL_HP_PREDICTIONS))]
+             ("seeds/", measure_seeds(runs_dir, ABLATION)),
+             ("equal_hp/", measure_seeds(runs_dir, EQUAL_HP))]
     if seeds_analysis is not None:
         parts.append(("seeds/", _gradient_facts(merged_analysis(analysis, seeds_analysis))))
     found = {prefix + key: value for prefix, part in parts for key, value in part.items()}
@@ -176,7 +184,7 @@ def check(claims: Iterable[Claim], measured: dict[str, Any]) -> list[tuple[str, 
     rounds it) and whether the two agree."""
     rows = []
     for claim in claims:
-        now = _format(measured.get(claim.key), claim.fmt)
+        now = _format(measured.get(claim.key, NO_RUNS), claim.fmt)
         rows.append((claim.says, claim.figure, now, now == claim.figure))
     return rows
 
@@ -194,11 +202,31 @@ def markdown_table(title: str | None, rows: list[dict[str, str]], left: tuple[in
     return (f"**{title}**\n\n" if title else "") + "\n".join(lines)
 
 
-def verdict_markdown(rows: list[tuple[str, str, str, bool]]) -> str:
-    """The claims check in a line for the report's body: how many figures hold and, by name, those that do not."""
-    failing = [f"*{says}* ({figure} in the text, {now} measured)" for says, figure, now, holds in rows if not holds]
-    verdict = f"**{len(rows) - len(failing)} of {len(rows)} figures in the text hold on the runs present.**"
-    return verdict + (f" Not holding: {'; '.join(failing)}." if failing else "")
+def verdict_markdown(rows: list[tuple[str, str, str, bool]], runs_dir: str | Path) -> str:
+    """The claims check of the runs in ``runs_dir`` in a line for the report's body: how many figures hold and, by
+    name, those that do not; those with no runs behind them are counted, not listed."""
+    absent = sum(now == NO_RUNS for *_, now, _ in rows)
+    failing = [f"*{says}* (text: {figure}; measured: {now})" for says, figure, now, holds in rows
+               if not holds and now != NO_RUNS]
+    held = len(rows) - len(failing) - absent
+    verdict = f"**{held} of {len(rows)} figures in the text hold on the runs in `{runs_dir}`.**"
+    return (verdict + (f" {absent} have no runs here." if absent else "")
+            + (f" Not holding: {'; '.join(failing)}." if failing else ""))
+
+
+def reproduction_markdown(rows: list[tuple[str, str, str, bool]], runs_dir: str | Path) -> str:
+    """Which of the text's figures the runs of ``runs_dir`` reproduce (the claims ``check``ed on them): those they
+    give as the text does, those they give otherwise, and how many they cannot measure (no runs, or no gradient
+    analysis)."""
+    same = [f"*{says}* ({figure})" for says, figure, _, holds in rows if holds]
+    other = [f"*{says}* ({figure} in the text, {now} in yours)" for says, figure, now, holds in rows
+             if not holds and now not in (NO_RUNS, "n/a")]
+    lines = [f"**Your runs in `{runs_dir}` reproduce {len(same)} of the text's {len(rows)} figures**"
+             + (f": {'; '.join(same)}." if same else ".")]
+    lines += [f"They give {len(other)} otherwise: {'; '.join(other)}."] if other else []
+    missing = len(rows) - len(same) - len(other)
+    lines += [f"{missing} need runs or gradient measurements that `{runs_dir}` does not have."] if missing else []
+    return " ".join(lines)
 
 
 def claims_markdown(rows: list[tuple[str, str, str, bool]]) -> str:

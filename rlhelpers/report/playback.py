@@ -129,7 +129,7 @@ def _frame(obs: np.ndarray, score: tuple[int, int], scale: int) -> np.ndarray:
     image = Image.fromarray(obs[-1]).resize((obs.shape[-1] * scale, obs.shape[-2] * scale), Image.NEAREST)
     canvas = Image.new("L", (image.width, image.height + 14), color=0)
     canvas.paste(image, (0, 14))
-    ImageDraw.Draw(canvas).text((3, 1), f"agent {score[0]} : {score[1]} opponent", fill=255)
+    ImageDraw.Draw(canvas).text((3, 1), f"points won {score[0]}, lost {score[1]}", fill=255)
     return np.asarray(canvas)
 
 
@@ -138,7 +138,7 @@ def record_video(run_dir: str | Path, path: str | Path, seed: int = 0, scale: in
     """Play one episode of ``<run_dir>/policy.pt`` with sampled actions into an animated GIF at ``path``.
 
     Frames are the agent's own 84x84 observations (every other step, shown at 30 frames/s of game
-    time); the score counts the points each side won. Raises, and deletes the file, if it exceeds 2 MB.
+    time), with the points won and lost so far. Raises, and deletes the file, if it exceeds 2 MB.
     """
     model, config, _ = load_policy(Path(run_dir) / POLICY_FILE)
     frames, score, total = [], [0, 0], 0.0
@@ -151,7 +151,7 @@ def record_video(run_dir: str | Path, path: str | Path, seed: int = 0, scale: in
                 action = sample_actions(model(torch.as_tensor(obs))[0])
             obs, reward, terminated, truncated, info = env.step(action.numpy())
             total += float(reward[0])
-            if reward[0] != 0:  # a point: +1 for the agent, -1 for the opponent
+            if reward[0] != 0:  # points won, or lost (Pong's -1 when the opponent scores)
                 score[0 if reward[0] > 0 else 1] += 1
             if terminated[0] or truncated[0]:
                 frames.append(_frame(info["final_obs"][0], (score[0], score[1]), scale))

@@ -17,7 +17,8 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullForma
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import mean_and_sem
-from rlhelpers.runner.config import ALGOS, ARMS, REPORT_SEEDS, expected_runs, parse_run_name
+from rlhelpers.report.experiment import PONG, experiment_of
+from rlhelpers.runner.config import ARMS, format_run_name, parse_run_name
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -98,23 +99,34 @@ def mean_return(record: RunRecord, steps: Sequence[int]) -> float | None:
     return float(np.mean([np.mean(returns) for returns in held.values()]))
 
 
-def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
-                    labels: Sequence[str] = ALGOS) -> tuple[Figure, list[str]]:
+def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, labels: Sequence[str] | None = None,
+                    seeds: Sequence[int] | None = None,
+                    beside: str | Path | None = None) -> tuple[Figure, list[str]]:
     """One axes, one curve per label (an algorithm, or ``<algo>-<variant>``: mean over seeds and episodes,
-    +/- 1 standard-error band) and a thin line per seed, of the report's seeds only (``REPORT_SEEDS``: runs of
-    other seeds, like the five-seed runs, are left out); seeds that stopped early are held and marked.
-    ``labels`` are the curves drawn, in order: by default the algorithms of the table, the report's
-    comparison, which leaves variant runs out; ``("a2c", "task1", "task1-pg1")`` draws an ablation.
-    Returns the figure and the runs of those labels with the report's seeds that are missing. Saves it to
-    ``out`` (.png, .pdf or .svg) when given. Runs of several environments in one directory are refused:
-    their returns cannot be averaged into one curve."""
-    records = read_runs(runs_dir, REPORT_SEEDS)
+    +/- 1 standard-error band) and a thin line per seed, of the runs of ``seeds``; seeds that stopped early are
+    held and marked. ``labels`` are the curves drawn, in order; ``("a2c", "task1", "task1-pg1")`` draws an
+    ablation. Both default to the arms and seeds of the report's experiment on the runs' game
+    (``experiment_of``), else to every label and seed present. ``beside``: another runs directory (the committed
+    runs) whose curves of the same labels and seeds are drawn dashed, for comparison.
+    Returns the figure and the runs of those labels and seeds that are missing. Saves it to ``out`` (.png, .pdf
+    or .svg) when given. Runs of several environments in one directory are refused: their returns cannot be
+    averaged into one curve."""
+    records = read_runs(runs_dir)
     envs = sorted({r.config.get("env_id", "unknown") for r in records})
     if len(envs) > 1:
         raise RLHelpersError(f"{runs_dir} holds runs of several environments ({', '.join(envs)}); "
                              "plot each environment's runs from a runs directory of its own")
+    experiment = experiment_of(envs[0]) if envs else None
+    labels = labels or (experiment.arms if experiment else tuple(dict.fromkeys(r.label for r in records)))
+    seeds = seeds or (experiment.seeds if experiment else sorted({r.seed for r in records}))
+    records = [r for r in records if r.seed in seeds]
     fig, ax = plt.subplots(figsize=(8, 5.6))
+    others = runs_by_label(read_runs(beside, seeds), labels) if beside is not None else {}
     for style, (label, runs) in zip(itertools.cycle(LINE_STYLES), runs_by_label(records, labels).items()):
+        if others.get(label):
+            curve = algo_curve(others[label])
+            ax.plot(curve.steps, curve.means, "--", color=arm_color(label), linewidth=1, alpha=0.7,
+                    label=f"{label}, committed runs")
         if not runs:
             continue
         curve = algo_curve(runs)
@@ -130,13 +142,14 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None,
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend()
-    caption = ("Thick: mean over all seeds' evaluation episodes, band ±1 standard error; thin: each seed alone.")
+    caption = ("Thick: mean over all seeds' evaluation episodes, band ±1 standard error; thin: each seed alone."
+               + (f" Dashed: the committed runs of {beside}, same seeds." if others else ""))
     if any(r.stopped_early() for r in records if r.label in labels):
         caption += ("\n× marks a seed that exceeded its stop return and stopped; its last evaluation is held "
                     "at later steps.")
     save_figure(fig, out, dpi=120, caption=caption, bottom=0.06)
     names = {r.name for r in records}
-    return fig, [name for name in expected_runs(tuple(labels)) if name not in names]
+    return fig, [name for label in labels for seed in seeds if (name := format_run_name(label, seed)) not in names]
 
 
 def draw_seeds(ax: Axes, runs: Sequence[RunRecord], color: str, style: str, alpha: float,
@@ -164,8 +177,8 @@ def save_figure(fig: Figure, out: str | Path | None, dpi: int = 110, caption: st
 
 
 def _seed_style(seed: int | None, styles: tuple[str, ...], other: str) -> str:
-    """The line style or marker of a report seed (its place in ``REPORT_SEEDS``), ``other`` for any other seed."""
-    return styles[REPORT_SEEDS.index(seed) % len(styles)] if seed in REPORT_SEEDS else other
+    """The line style or marker of a report seed (its place in Pong's seeds), ``other`` for any other seed."""
+    return styles[PONG.seeds.index(seed) % len(styles)] if seed in PONG.seeds else other
 
 
 def label_steps(*axes: Axes) -> None:
@@ -187,12 +200,12 @@ DIAGNOSTICS = (
 EXPLAINED_VARIANCE_FLOOR = -1.0
 
 
-def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels: Sequence[str] = ALGOS) -> Figure:
+def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels: Sequence[str] = PONG.arms) -> Figure:
     """Training diagnostics from the metrics.jsonl of every report-seed run of ``labels`` (as in ``plot_comparison``):
     entropy, explained variance, training-episode return and gradient norm against environment steps; one
     colour per label, one line style per seed (the styles of ``plot_comparison``'s curves)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
-    for record in [r for r in read_runs(runs_dir, REPORT_SEEDS) if r.label in labels]:
+    for record in [r for r in read_runs(runs_dir, PONG.seeds) if r.label in labels]:
         metrics = record.metrics()
         for ax, (key, _) in zip(axes.flat, DIAGNOSTICS, strict=True):
             points = [(m["global_step"], m[key]) for m in metrics if m.get(key) is not None]
@@ -224,7 +237,7 @@ def _draw_series(ax: Axes, analysis: dict[str, Any], value: Callable[[dict[str, 
     out), where defined, against their steps; the colour of its algorithm, a marker per seed."""
     series: dict[str, list[tuple[int, float]]] = {}
     for entry in sorted(analysis.get("snapshots", {}).values(), key=lambda e: (e["run"], e["step"])):
-        measured = value(entry) if entry["step"] > 0 and parse_run_name(entry["run"])[0] in ALGOS else None
+        measured = value(entry) if entry["step"] > 0 and parse_run_name(entry["run"])[0] in PONG.arms else None
         if measured is not None:
             series.setdefault(entry["run"], []).append((entry["step"], measured))
     for run, points in series.items():

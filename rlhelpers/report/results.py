@@ -16,31 +16,36 @@ import numpy as np
 
 from rlhelpers.report.analysis import write_analysis
 from rlhelpers.report.claims import markdown_table
+from rlhelpers.report.experiment import PONG
 from rlhelpers.report.playback import read_rescore, record_video
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, expected_runs, format_run_name
+from rlhelpers.runner.config import ARMS, format_run_name
 from rlhelpers.runner.files import POLICY_FILE
 from rlhelpers.runner.records import RunRecord, read_runs
 from rlhelpers.runner.tracking import run_url
 
-MILESTONES = (-10.0, 0.0)  # besides the target: leaving the -21..-20 plateau, then winning more than losing
 # The pairs whose histories part: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of
 # one algorithm.
-TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in REPORT_SEEDS)
-SEED_PAIRS = tuple(tuple(expected_runs((algo,))) for algo in ALGOS)
+TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in PONG.seeds)
+SEED_PAIRS = tuple(tuple(format_run_name(algo, seed) for seed in PONG.seeds) for algo in PONG.arms)
 
 
-def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[RunRecord]:
-    """The record of every run of ``seeds`` (the report's) under ``runs_dir`` with at least one evaluation: the
-    rows of the report's tables, in report order (runs of other seeds after them, by name)."""
-    order = expected_runs()
-    return sorted((r for r in read_runs(runs_dir, seeds) if r.evaluations),
-                  key=lambda r: (order.index(r.name) if r.name in order else len(order), r.name))
+def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] | None = PONG.seeds,
+                   arms: tuple[str, ...] | None = None) -> list[RunRecord]:
+    """The record of every run of ``seeds`` (default: the report's; None: any) and of ``arms`` (None: any) under
+    ``runs_dir`` with at least one evaluation: the rows of the report's tables, arm by arm (``config.ARMS``' order,
+    then by name), seed by seed."""
+    def order(r: RunRecord) -> tuple[int, str, int]:
+        return (ARMS.index(r.label) if r.label in ARMS else len(ARMS), r.label, r.seed)
+    return sorted((r for r in read_runs(runs_dir, seeds) if r.evaluations and (arms is None or r.label in arms)),
+                  key=order)
 
 
-def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_entity: str | None = None) -> str:
+def results_markdown(records: list[RunRecord], levels: tuple[float, ...] = PONG.levels,
+                     wandb_entity: str | None = None) -> str:
     """The results table as Markdown (renders in the notebook and in the HTML export), under a title naming
-    the environment once; ``wandb_entity`` builds W&B links for runs saved without an entity."""
+    the environment once, with the first step above each of ``levels`` (an experiment's milestones and target);
+    ``wandb_entity`` builds W&B links for runs saved without an entity."""
     envs = sorted({r.config.get("env_id", "unknown") for r in records})
     table = []
     for r in records:
@@ -52,7 +57,7 @@ def results_markdown(records: list[RunRecord], threshold: float = 18.0, wandb_en
                       "last eval return ± s.e. (episodes)": f"{last.mean:.2f} ± {last.sem:.2f} ({len(last.returns)})",
                       "best eval return ± s.e. (step)": f"{best.mean:.2f} ± {best.sem:.2f} ({best.step:,})",
                       **{f"first step > {level:g}": _step_or(r.first_step_above(level), "not reached")
-                         for level in (*MILESTONES, threshold)},
+                         for level in levels},
                       "W&B": f"[{run_id}]({url})" if url else f"`{run_id}`"})
     return markdown_table(f"Runs on {', '.join(f'`{env}`' for env in envs)}", table, left=(0, -1),
                           empty="_No run with an evaluation found._")

@@ -1,6 +1,6 @@
-"""Do the report's answers hold on five seeds? Each run's score S and two arms' difference of mean scores,
-with a percentile-bootstrap interval over seeds, as the five-seed section's predictions define them; what the
-section cites, and its figure."""
+"""Do the report's answers hold on more seeds, and on a second game? Each run's score S and two arms' difference
+of mean scores, with a percentile-bootstrap interval over seeds, as a follow-up section's predictions define them
+(``experiment.Comparison``); what the section cites, and its figure."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from rlhelpers.report.experiment import ABLATION, Comparison
 from rlhelpers.report.plotting import (
     algo_curve,
     arm_color,
@@ -24,23 +25,20 @@ from rlhelpers.report.plotting import (
     runs_by_label,
     save_figure,
 )
-from rlhelpers.runner.config import REPORT_SEEDS
 from rlhelpers.runner.records import RunRecord, read_runs
 
-SCORE_UNTIL = 7_200_000  # the last step every run of the report reaches (a2c_seed-0 stopped there)
 RESAMPLES = 10_000
-EXTRA_SEEDS = (200, 300, 400)  # the five-seed campaign's, beside the report's two
-FIVE_SEEDS = (*REPORT_SEEDS, *EXTRA_SEEDS)
 SEEDS_PNG = "seeds.png"
 SEEDS_ANALYSIS_JSON = "analysis_seeds.json"  # the gradient facts of the five-seed runs, beside analysis.json
+NO_RUNS = "no runs"  # what a section measures of an arm that has no runs
 
 
-def seed_score(record: RunRecord, until: int = SCORE_UNTIL) -> float | None:
-    """S: ``mean_return`` at every evaluation step from 0 to ``until``; None while the run has not got there,
-    and for a run whose config names no evaluation interval."""
+def seed_score(record: RunRecord, window: tuple[int, int]) -> float | None:
+    """S: ``mean_return`` at every evaluation step of ``window`` (first, last); None while the run has not got
+    there, and for a run whose config names no evaluation interval."""
     if not record.config.get("eval_interval"):
         return None
-    return mean_return(record, range(0, until + 1, int(record.config["eval_interval"])))
+    return mean_return(record, range(window[0], window[1] + 1, int(record.config["eval_interval"])))
 
 
 def span(values: Iterable[float]) -> tuple[float, float] | None:
@@ -72,87 +70,52 @@ def difference(x: Sequence[float], y: Sequence[float], seed: int = 0, level: flo
                       float(np.mean(x[:, None] > y[None, :])))
 
 
-@dataclass(frozen=True)
-class Prediction:
-    """Prediction ``number`` of the report: Δ(x, y)'s interval lies above 0 (``above``), or, when not ``above``, it
-    does not lie entirely above 0."""
-
-    number: int
-    x: str
-    y: str
-    above: bool
-
-    def holds(self, found: Difference) -> bool:
-        return (found.low > 0) == self.above  # whether the whole interval lies above 0
-
-    @property
-    def key(self) -> str:
-        return f"{self.x}/{self.y}"
+def arm_runs(runs_dir: str | Path, comparison: Comparison = ABLATION) -> dict[str, list[RunRecord]]:
+    """The evaluated runs of each arm of ``comparison`` with its seeds in ``runs_dir``, by seed."""
+    return runs_by_label(read_runs(runs_dir, comparison.seeds), comparison.arms)
 
 
-# The section's predictions, fixed before the runs: A2C faster than task1; task1 with pg_coef 1.0 faster than
-# task1; task1 with pg_coef 1.0 not slower than A2C.
-PREDICTIONS = (Prediction(1, "a2c", "task1", True), Prediction(2, "task1-pg1", "task1", True),
-               Prediction(3, "a2c", "task1-pg1", False))
-# The equal-hyperparameters section's, fixed before its runs: task1 at A2C's lr and coefficients (the variant
-# a2chp) is not slower than A2C, and is faster than task1 at the course's hyperparameters.
-EQUAL_HP_PREDICTIONS = (Prediction(4, "a2c", "task1-a2chp", False), Prediction(5, "task1-a2chp", "task1", True))
+def measure_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION) -> dict[str, Any]:
+    """What a follow-up section cites, by key: ``score/<run>`` (S, None before it gets there), ``scored/<arm>``
+    (how many seeds have S), ``passed/<arm>`` (how many seeds' evaluations exceeded its target), ``pass/<arm>``
+    (the range of their first steps above it), ``training/<arm>`` (how many seeds are not finished yet) and
+    ``last/<arm>`` (the mean of its seeds' last evaluation means), for each arm of ``comparison`` (``NO_RUNS`` for
+    an arm without runs); and per prediction, x over y, once both arms have S for every seed: ``delta/<x>/<y>``
+    (Δ), ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
+    return _measure_arms(arm_runs(runs_dir, comparison), comparison)
 
 
-def arms(predictions: Sequence[Prediction]) -> tuple[str, ...]:
-    """The arms that ``predictions`` compare, in the order they first name them."""
-    return tuple(dict.fromkeys(arm for prediction in predictions for arm in (prediction.x, prediction.y)))
-
-
-# The pg_coef ablation's arms: A2C, task1, and task1 with A2C's actor weight.
-ABLATION_ARMS = arms(PREDICTIONS)
-
-
-def arm_runs(runs_dir: str | Path, predictions: Sequence[Prediction] = PREDICTIONS) -> dict[str, list[RunRecord]]:
-    """The evaluated runs of each arm of ``predictions`` with the seeds of ``FIVE_SEEDS`` in ``runs_dir``, by
-    seed."""
-    return runs_by_label(read_runs(runs_dir, FIVE_SEEDS), arms(predictions))
-
-
-def measure_seeds(runs_dir: str | Path, target: float = 18.0,
-                  predictions: Sequence[Prediction] = PREDICTIONS) -> dict[str, Any]:
-    """What the five-seed section cites, by key: ``score/<run>`` (S, None before it gets there),
-    ``scored/<arm>`` (how many seeds have S), ``passed/<arm>`` (how many seeds' evaluations exceeded
-    ``target``), ``pass/<arm>`` (the range of their first steps above it) and ``training/<arm>`` (how many
-    seeds are not finished yet), for each arm of ``predictions`` (default: the ablation's); and per prediction,
-    x over y, once both arms have S for every seed of ``FIVE_SEEDS``: ``delta/<x>/<y>`` (Δ), ``interval/<x>/<y>``
-    (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
-    return _measure_arms(arm_runs(runs_dir, predictions), target, predictions)
-
-
-def _measure_arms(runs: dict[str, list[RunRecord]], target: float,
-                  predictions: Sequence[Prediction]) -> dict[str, Any]:
+def _measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> dict[str, Any]:
     """``measure_seeds`` of the runs of each arm, already read (so that a figure's titles and curves come from
     one reading of runs that may be training)."""
     found: dict[str, Any] = {}
     scores: dict[str, list[float]] = {}
     for arm, records in runs.items():
-        found.update({f"score/{r.name}": seed_score(r) for r in records})
+        found.update({f"score/{r.name}": seed_score(r, comparison.window) for r in records})
         scores[arm] = [found[f"score/{r.name}"] for r in records if found[f"score/{r.name}"] is not None]
-        passes = [step for step in (r.first_step_above(target) for r in records) if step is not None]
-        found.update({f"scored/{arm}": len(scores[arm]), f"passed/{arm}": len(passes), f"pass/{arm}": span(passes),
-                      f"training/{arm}": sum(not r.finished() for r in records)})
-    for prediction in predictions:
-        if all(len(scores[arm]) == len(FIVE_SEEDS) for arm in (prediction.x, prediction.y)):
+        target = comparison.target
+        passes = [step for step in (r.first_step_above(target) for r in records if target is not None)
+                  if step is not None]
+        counts = {f"scored/{arm}": len(scores[arm]), f"passed/{arm}": len(passes), f"pass/{arm}": span(passes),
+                  f"training/{arm}": sum(not r.finished() for r in records),
+                  f"last/{arm}": float(np.mean([r.last.mean for r in records])) if records else None}
+        found.update(counts if records else dict.fromkeys(counts, NO_RUNS))
+    for prediction in comparison.predictions:
+        if all(len(scores[arm]) == len(comparison.seeds) for arm in (prediction.x, prediction.y)):
             result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
             found.update({f"delta/{key}": result.delta, f"interval/{key}": (result.low, result.high),
-                          f"p/{key}": result.p_greater, f"holds/{key}": prediction.holds(result)})
+                          f"p/{key}": result.p_greater, f"holds/{key}": prediction.holds(result.low)})
     return found
 
 
-def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: float = 18.0,
-               predictions: Sequence[Prediction] = PREDICTIONS) -> Figure:
-    """The figure of a five-seed section, of the arms of its ``predictions`` (default: the ablation's, three
-    arms): (a-c) each arm's seeds (thin; × where one stopped above ``target``) and their mean (thick), the score
-    window shaded; (d) each seed's score S and the arm's mean; (e) Δ of each prediction with its 95% bootstrap
-    interval and P(X > Y), once both of its arms have all five seeds."""
-    runs = arm_runs(runs_dir, predictions)
-    found = _measure_arms(runs, target, predictions)
+def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str | Path | None = None) -> Figure:
+    """The figure of a follow-up section, of the three arms of its ``comparison``: (a-c) each arm's seeds (thin; ×
+    where one stopped above its target) and their mean (thick), the score window shaded; (d) each seed's score S
+    and the arm's mean; (e) Δ of each prediction with its 95% bootstrap interval and P(X > Y), once both of its
+    arms have all their seeds."""
+    runs = arm_runs(runs_dir, comparison)
+    found, target = _measure_arms(runs, comparison), comparison.target
+    window = " to ".join(f"{step / 1e6:.1f}M" if step else "0" for step in comparison.window)
     fig = plt.figure(figsize=(11, 7.6))
     grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
     curves = [fig.add_subplot(grid[0, :2])]
@@ -164,27 +127,29 @@ def plot_seeds(runs_dir: str | Path, out: str | Path | None = None, target: floa
         if records:
             curve = algo_curve(records)
             ax.plot(curve.steps, curve.means, color=arm_color(arm), linewidth=2.2, label="mean of the seeds")
-        ax.axvspan(0, SCORE_UNTIL, color="0.5", alpha=0.08, linewidth=0)
-        ax.axhline(target, color="0.3", linestyle=":", linewidth=0.8)
+        ax.axvspan(*comparison.window, color="0.5", alpha=0.08, linewidth=0)
+        if target is not None:
+            ax.axhline(target, color="0.3", linestyle=":", linewidth=0.8)
         label_steps(ax)
         ax.grid(alpha=0.3)
-        when = found[f"pass/{arm}"]  # first and last step, written once when they round alike
+        when = found[f"pass/{arm}"] if records else None  # first and last step, written once when they round alike
         notes = [] if when is None else ["at " + "-".join(dict.fromkeys(f"{step / 1e6:.1f}M" for step in when))]
-        training = found[f"training/{arm}"]  # so that a seed still on its way does not read as one that failed
+        training = found[f"training/{arm}"] if records else 0  # a seed on its way is not one that failed
         notes += [f"{training} still training"] if training else []
-        title = f"({'abc'[i]}) {arm}: {found[f'passed/{arm}']} of {len(records)} above {target:g}"
+        title = f"({'abc'[i]}) {arm}: " + ("no runs" if not records else f"{len(records)} seeds" if target is None
+                                             else f"{found[f'passed/{arm}']} of {len(records)} above {target:g}")
         ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
-    _draw_scores(fig.add_subplot(grid[1, :3]), runs, found)
-    _draw_differences(fig.add_subplot(grid[1, 3:]), found, predictions)
+    _draw_scores(fig.add_subplot(grid[1, :3]), runs, found, window)
+    _draw_differences(fig.add_subplot(grid[1, 3:]), found, comparison)
     save_figure(fig, out, dpi=120, bottom=0.04, caption=(
-        f"Thin: each seed; thick: their mean. Shaded: the steps that S averages (0 to {SCORE_UNTIL / 1e6:.1f}M). "
+        f"Thin: each seed; thick: their mean. Shaded: the steps that S averages ({window}). "
         f"Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; P: the share of seed pairs in "
         "which the first arm scores higher."))
     return fig
 
 
-def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, Any]) -> None:
+def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, Any], window: str) -> None:
     scored = {arm: sorted((found[f"score/{r.name}"], r.seed) for r in records if found[f"score/{r.name}"] is not None)
               for arm, records in runs.items()}
     every = [score for points in scored.values() for score, _ in points] or [0.0]
@@ -203,18 +168,19 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
                         va="center", fontsize=7)
     ax.set_xticks(range(len(runs)), list(runs))
     ax.set_xlim(-0.6, len(runs) - 0.4)
-    ax.set_ylabel(f"score S (mean return, 0 to {SCORE_UNTIL / 1e6:.1f}M)")
+    ax.set_ylabel(f"score S (mean return, {window})")
     ax.set_title("(d) each seed's score S (labelled by seed) and the arm's mean", fontsize=10)
     ax.grid(alpha=0.3, axis="y")
 
 
-def _draw_differences(ax: Axes, found: dict[str, Any], predictions: Sequence[Prediction]) -> None:
+def _draw_differences(ax: Axes, found: dict[str, Any], comparison: Comparison) -> None:
+    predictions = comparison.predictions
     for row, prediction in enumerate(predictions):
         y = len(predictions) - 1 - row
         key = prediction.key
         if f"delta/{key}" not in found:
-            ax.text(0.5, y, "waiting for all five seeds of both arms", ha="center", va="center", fontsize=8,
-                    transform=ax.get_yaxis_transform())
+            ax.text(0.5, y, f"waiting for all {len(comparison.seeds)} seeds of both arms", ha="center", va="center",
+                    fontsize=8, transform=ax.get_yaxis_transform())
             continue
         low, high = found[f"interval/{key}"]
         delta = found[f"delta/{key}"]

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from rlhelpers.core.envs import usable_cpus
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import ALGOS, REPORT_SEEDS, TrainConfig, resolve_config
+from rlhelpers.runner.config import TrainConfig, resolve_config
 from rlhelpers.runner.console import progress_bar, say
 from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
@@ -44,7 +44,7 @@ RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metr
 WAIT_FOR_HOLDER = "waiting until it stops, then training it if it is unfinished"  # said of a run another process trains
 
 
-def campaign_runs(arms: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[CampaignRun]:
+def campaign_runs(arms: tuple[str, ...], seeds: tuple[int, ...]) -> list[CampaignRun]:
     """The runs of every arm (``<algo>`` or ``<algo>-<variant>``: ``task1``, ``task1-pg1``, ``config.ARMS``) with
     every seed, seed by seed, so that the runs finished at any time cover the arms evenly. An arm's algo and variant
     are checked with the rest of each run's config (``check_options``)."""
@@ -82,6 +82,7 @@ class RunStatus:
     eta_s: float | None  # seconds to the budget at that rate, while the run is running
     state: str
     over: bool  # done: its budget spent, or stopped early above its stop return (``RunRecord.finished``)
+    settings: tuple[str, ...] = ()  # the game settings it trains with (life_loss, fire_reset)
 
 
 def _recent_rate(metrics: list[dict[str, Any]]) -> float | None:
@@ -119,18 +120,18 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
         state = "not started"
     rate = _recent_rate(metrics)
     eta = max(total - steps, 0) / rate if state == "running" and rate and total is not None else None
-    return RunStatus(path.name, steps, record.last, record.best, rate, eta, state, over and state != "running")
+    settings = tuple(name for name in ("life_loss", "fire_reset") if record.config.get(name))
+    return RunStatus(path.name, steps, record.last, record.best, rate, eta, state, over and state != "running",
+                     settings)
 
 
 def status_table(runs_dir: str | Path) -> str:
-    """One line per report run, then per other run present (variants): steps, last evaluation
-    (mean ± s.e.), best, steps/s, ETA, state. A ``runs_dir`` that does not exist is refused: a typo would read as
-    six runs not started."""
+    """One line per run present: steps, last evaluation (mean ± s.e.), best, steps/s, ETA, state, and the game
+    settings of any that has them. A ``runs_dir`` that does not exist is refused: a typo would read as no runs."""
     if not Path(runs_dir).is_dir():
         raise RLHelpersError(f"no runs directory {runs_dir}: pass the --runs-dir you trained in")
-    names = [run.name for run in campaign_runs()]
-    names += [path.name for path in run_dirs(runs_dir) if path.name not in names]
-    width = max(15, *map(len, names))
+    names = [path.name for path in run_dirs(runs_dir)]
+    width = max([15, *map(len, names)])
     lines = [f"{'run':<{width}} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"]
     for name in names:
         s = run_status(Path(runs_dir) / name)
@@ -138,7 +139,8 @@ def status_table(runs_dir: str | Path) -> str:
         best = f"{s.best.mean:.2f}" if s.best is not None else "-"
         rate = f"{s.steps_per_s:.0f}" if s.steps_per_s is not None and s.state == "running" else "-"
         eta = f"{int(s.eta_s) // 3600}h{int(s.eta_s) % 3600 // 60:02d}m" if s.eta_s is not None else "-"
-        lines.append(f"{s.run_name:<{width}} {s.steps:>11,} {last:>14} {best:>7} {rate:>8} {eta:>7}  {s.state}")
+        lines.append(f"{s.run_name:<{width}} {s.steps:>11,} {last:>14} {best:>7} {rate:>8} {eta:>7}  {s.state}"
+                     + (f" ({', '.join(s.settings)})" if s.settings else ""))
     return "\n".join(lines)
 
 
@@ -278,7 +280,7 @@ def check_options(options: dict[str, Any],
     return options, config, device
 
 
-def train_campaign(options: dict[str, Any], algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS,
+def train_campaign(options: dict[str, Any], algos: tuple[str, ...], seeds: tuple[int, ...],
                    parallel: int | None = None, show_progress: bool = False,
                    slurm: dict[str, Any] | None = None) -> int:
     """Train or resume every unfinished run of the arms ``algos`` (``task1``, or ``task1-pg1`` for a variant)

@@ -20,14 +20,13 @@ from typing import Any
 import torch
 
 from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, option, resolve_device
-from rlhelpers.core.envs import check_supported
+from rlhelpers.core.envs import atari_game, check_supported
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
 from rlhelpers.runner.tracking import resolve_wandb_mode
 
-ALGOS = tuple(ALGORITHMS)  # the report compares every algorithm of the table
-REPORT_SEEDS = (0, 100)  # the report's two seeds of every algorithm
+ALGOS = tuple(ALGORITHMS)
 RUN_NAME_SEPARATOR = "_seed-"
 RUN_NAME_PATTERN = re.compile(rf"^(?P<algo>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-9]+)$")
 
@@ -69,11 +68,6 @@ def _changes_algo(variant: str, algo: str) -> bool:
 ARMS = ALGOS + tuple(f"{algo}-{variant}" for variant in VARIANTS for algo in ALGOS if _changes_algo(variant, algo))
 
 
-def expected_runs(algos: tuple[str, ...] = ALGOS, seeds: tuple[int, ...] = REPORT_SEEDS) -> list[str]:
-    """Run names the report is made of: every algo with every seed."""
-    return [format_run_name(algo, seed) for algo in algos for seed in seeds]
-
-
 def parse_run_name(name: str) -> tuple[str, int]:
     """``(algo, seed)`` from a ``format_run_name`` name."""
     match = RUN_NAME_PATTERN.match(name)
@@ -97,7 +91,7 @@ class TrainConfig(AgentConfig):
     snapshot_interval: int = option(1_000_000, "environment steps between model-weight snapshots (snapshots/, for "
                                     "the analysis)")
     runs_dir: str = option(DEFAULT_RUNS_DIR, "directory holding one sub-directory per run")
-    wandb_project: str = option("pong-actor-critic", "W&B project")
+    wandb_project: str | None = option(None, "W&B project", default="<game>-actor-critic, e.g. pong-actor-critic")
     wandb_entity: str | None = option(None, "W&B entity (user or team)", default="your API key's default entity")
     wandb_mode: str | None = option(None, "online, offline or disabled", default="online with an API key, else offline")
 
@@ -111,6 +105,9 @@ class TrainConfig(AgentConfig):
         for name, value in VARIANTS.get(self.variant, {}).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        with contextlib.suppress(RLHelpersError):  # an unknown env id: validate names it
+            game = atari_game(self.env_id) or self.env_id
+            self.wandb_project = self.wandb_project or f"{game.lower()}-actor-critic"
         super().__post_init__()
 
     @property
@@ -133,12 +130,13 @@ class TrainConfig(AgentConfig):
 FIELD_TYPES = {name: typing.get_args(hint) or (hint,) for name, hint in typing.get_type_hints(TrainConfig).items()}
 
 
-# Fields that define what a run *is*: a saved run whose value differs cannot be resumed with the new one.
-# total_timesteps, eval/checkpoint cadence, device, paths and W&B settings may change between sessions.
+# Fields that define what a run *is*, its evaluation protocol included: a saved run whose value differs cannot be
+# resumed with the new one. total_timesteps, checkpoint cadence, device, paths and W&B settings may change between
+# sessions.
 IDENTITY_FIELDS = (
     "algo", "variant", "seed", "env_id", "life_loss", "fire_reset", "n_envs", "n_steps", "gamma", "lr", "pg_coef",
-    "vf_coef", "ent_coef",
-    "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size",
+    "vf_coef", "ent_coef", "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size", "eval_interval", "n_eval_episodes",
+    "n_eval_envs",
 )
 
 # The values a field of each type accepts (a float field also an int), and how an error names the type.

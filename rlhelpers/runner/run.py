@@ -2,7 +2,7 @@
 
 ``train`` trains or resumes the run (algo, seed) in ``<runs_dir>/<algo>_seed-<seed>``: it takes the
 run's lock, restores the newest checkpoint, and drives ``Trainer`` in one loop that evaluates, logs,
-checkpoints and snapshots on schedule, shows a progress bar and stops cleanly on SIGTERM. The
+checkpoints and snapshots on schedule, shows a progress bar and stops cleanly on SIGTERM or Ctrl-C. The
 algorithm itself is ``rlhelpers.core.trainer``'s; what a run keeps beside it (its evaluations, the
 provenance of each session, its training time and W&B id) is its bookkeeping, saved in the same
 checkpoint.
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from rlhelpers.core.errors import RLHelpersError
@@ -123,8 +122,10 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     Evaluates at step 0 and every ``eval_interval`` steps and at the end of the budget, checkpoints
     after each evaluation and every ``checkpoint_interval_s`` seconds, and stops at
     ``total_timesteps`` or once the mean evaluation return exceeds ``stop_return``. Saves the model
-    weights every ``snapshot_interval`` steps and at the end. SIGTERM checkpoints and returns. Its first line on
-    stderr names the device; torch's thread count and TF32 switches are as they were when it returns.
+    weights every ``snapshot_interval`` steps and at the end. SIGTERM checkpoints and returns; SIGINT (Ctrl-C)
+    checkpoints and raises KeyboardInterrupt, naming the step (a second one raises it at once). Its first line on
+    stderr names the device; torch's thread count and float32 precision are as they were when it returns (the
+    trainer's close gives them back).
     """
     # Bad values, W&B 'online' without a key and another config than the saved one fail here: before anything
     # is written.
@@ -136,11 +137,6 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     lock.acquire()
     with contextlib.ExitStack() as cleanup:  # undone in the reverse order, whether the session ends or fails
         cleanup.callback(lock.release)
-        # The trainer sets torch's thread count and TF32 switches for its session; they are given back as they were
-        # (a notebook's kernel goes on to other work).
-        cleanup.callback(torch.set_num_threads, torch.get_num_threads())
-        cleanup.callback(setattr, torch.backends.cudnn, "allow_tf32", torch.backends.cudnn.allow_tf32)
-        cleanup.callback(setattr, torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)
         state, saved_record = run_dir.resume(config)
         if state is None and saved_record is not None and saved_record.get("history"):
             return _report_without_checkpoint(saved_record, run_dir)
@@ -158,21 +154,23 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
         run_dir.write_history(_history_record(config, book))
         tracker = Tracker(config.run_name, book["wandb_run_id"], config.to_dict(), config.runs_dir, metrics_log)
-        # A session that ends in an exception shows as failed in W&B.
-        cleanup.push(lambda failure, *_: tracker.finish(exit_code=int(failure is not None)))
+        # A session that ends in an exception shows as failed in W&B; one stopped by Ctrl-C does not.
+        cleanup.push(lambda failure, *_: tracker.finish(exit_code=int(failure not in (None, KeyboardInterrupt))))
         bar = progress_bar(total=config.total_timesteps, initial=min(trainer.num_timesteps, config.total_timesteps),
                            desc=config.run_name, unit="step", unit_scale=True, disable=not show_progress)
         if book["eval_history"]:
             bar.set_postfix_str(f"eval {mean_return(book['eval_history'][-1]):.1f}", refresh=False)
         with StopRequest() as stop, bar:
-            stop_reason = _train_loop(trainer, book, run_dir, lock, tracker, bar, stop)  # SIGTERM: checkpoint
+            stop_reason = _train_loop(trainer, book, run_dir, lock, tracker, bar, stop)  # a stop signal: checkpoint
+        if stop_reason == "stopped by SIGINT":  # Ctrl-C, or a notebook's interrupt: stop what would come next, too
+            raise KeyboardInterrupt(f"{config.run_name}: stopped and saved at step {trainer.num_timesteps:,}")
         return RunResult(run_dir.path, trainer.num_timesteps, book["eval_history"], stop_reason, tracker.url,
                          book["wandb_run_id"])
 
 
 def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, lock: RunLock, tracker: Tracker,
                 bar: tqdm, stop: StopRequest) -> str:
-    """Train until the budget is spent, an evaluation exceeds ``stop_return`` or SIGTERM; return why."""
+    """Train until the budget is spent, an evaluation exceeds ``stop_return`` or a stop signal; return why."""
     cfg, history = trainer.config, book["eval_history"]
     if history and _above(mean_return(history[-1]), cfg.stop_return):
         return "stop_return"
@@ -226,7 +224,7 @@ def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, l
         if stop.requested or (time.monotonic() - last_save >= cfg.checkpoint_interval_s and not evaluates_next):
             last_save = _checkpoint(trainer, book, run_dir, lock, clock_origin)
             if stop.requested:
-                return "stopped by SIGTERM"
+                return f"stopped by {stop.received.name}"
     if snapshot_step != trainer.num_timesteps:  # the final weights, unless the schedule just saved them
         run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
     return stop_reason

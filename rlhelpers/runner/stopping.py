@@ -9,15 +9,16 @@ from typing import Any
 
 
 class StopRequest:
-    """While entered, ``signals`` (SIGTERM by default) set ``requested`` instead of ending the process.
+    """While entered, ``signals`` (SIGTERM and SIGINT by default) set ``requested`` instead of ending the process;
+    a second SIGINT (Ctrl-C pressed again while the first one waits to be acted on) raises KeyboardInterrupt at once.
 
     Handlers can only be installed from the main thread; elsewhere the signals keep their handlers and
     ``requested`` stays False.
     """
 
-    def __init__(self, signals: tuple[signal.Signals, ...] = (signal.SIGTERM,)) -> None:
+    def __init__(self, signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)) -> None:
         self.signals = signals
-        self.received: int | None = None  # the signal that asked to stop
+        self.received: signal.Signals | None = None  # the signal that asked to stop
         self._previous: dict[signal.Signals, Any] = {}
 
     def __enter__(self) -> StopRequest:
@@ -31,7 +32,9 @@ class StopRequest:
         return self.received is not None
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self.received = signum
+        if signum == signal.SIGINT == self.received:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum)
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
