@@ -96,7 +96,7 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
     stopped_at = RunDirectory(run).load_latest_checkpoint()["num_timesteps"]
 
     budget = stopped_at + 1000
-    assert train_campaign(dict(options, total_timesteps=budget), algos=("task1",),
+    assert train_campaign(dict(options, total_timesteps=budget), algos=("task1",), seeds=(0, 100),
                           slurm={"time_min": 10, "cluster": "local"}) == 0
     both = [run, runs / "task1_seed-100"]  # the other seed is submitted too, from step 0
     wait_for(lambda: all(finished(r, budget) for r in both), "both runs to finish")

@@ -32,7 +32,7 @@ def run_export(command: list[str], cwd: Path) -> str:
     """Run one README export command in ``cwd``; the HTML it wrote."""
     proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    html_name = command[command.index("--output") + 1] + ".html" if "--output" in command else "report_final.html"
+    html_name = command[command.index("--output") + 1] + ".html" if "--output" in command else "out.html"
     return (cwd / html_name).read_text()
 
 
@@ -56,8 +56,8 @@ def progress_lines(html: str) -> list[str]:
 
 
 def test_readme_exports_show_each_progress_bar_once(tmp_path: Path) -> None:
-    trained_notebook(tmp_path / "report_final.ipynb")
-    raw, _ = HTMLExporter().from_filename(str(tmp_path / "report_final.ipynb"))
+    trained_notebook(tmp_path / "out.ipynb")
+    raw, _ = HTMLExporter().from_filename(str(tmp_path / "out.ipynb"))
     assert len(progress_lines(raw)) == REFRESHES, "what nbconvert does without the README's option"
 
     for command in readme_export_commands():
@@ -78,7 +78,7 @@ def test_readme_exports_typeset_every_formula_as_mathml(tmp_path: Path) -> None:
     each formula of the Method section is a MathML element. The notebook's Markdown keeps its LaTeX."""
     formulas = method_formulas()
     assert len(formulas) >= 20 and formulas.count("block") == 2
-    (tmp_path / "report_final.ipynb").write_text((ROOT / "report.ipynb").read_text())
+    (tmp_path / "out.ipynb").write_text((ROOT / "report.ipynb").read_text())
     for command in readme_export_commands():
         page = BeautifulSoup(run_export(command, tmp_path), "html.parser")
         for tag in page(["script", "style"]):  # MathJax's configuration names the $ delimiters
