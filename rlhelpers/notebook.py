@@ -158,7 +158,7 @@ def scope_markdown(env_id: str, runs_dir: str) -> str:
     the committed ones, or another game's runs, after which the written analysis is the committed experiment's."""
     committed = Path(PONG.runs_dir)
     if env_id == PONG.env_id and Path(runs_dir).resolve() == committed.resolve():
-        return f"This report shows the committed runs of the Pong experiment, in `{PONG.runs_dir}/`."
+        return f"Runs shown: the committed Pong runs in `{PONG.runs_dir}/`."
     here = "" if read_runs(committed) else (f" They are not in this checkout (`{PONG.runs_dir}/` holds none): clone "
                                             "the repository to see their figures.")
     if env_id == PONG.env_id:
