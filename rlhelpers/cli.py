@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "(default: online)")
     evaluate = parsers["evaluate"]
     evaluate.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
-    _add_whole_number(evaluate, "--episodes", 30, "complete episodes to play")
+    _add_whole_number(evaluate, "--episodes", TrainConfig.n_eval_episodes, "complete episodes to play")
     _add_whole_number(evaluate, "--seed", 0, "replay seed")
     evaluate.add_argument("--export", action="store_true", help="first write policy.pt from the run's newest snapshot")
     evaluate.add_argument("--video", default=None, help="also record one episode as an animated GIF here")

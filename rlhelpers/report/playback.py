@@ -84,7 +84,7 @@ class Rescore:
         return abs(self.mean - self.last_mean) <= 1.96 * math.hypot(self.sem, self.last_sem)
 
 
-def evaluate_policy_file(run_dir: str | Path, episodes: int = 30, seed: int = 0,
+def evaluate_policy_file(run_dir: str | Path, episodes: int = TrainConfig.n_eval_episodes, seed: int = 0,
                          show_progress: bool = False) -> Rescore:
     """Re-score ``<run_dir>/policy.pt`` over ``episodes`` complete episodes, on env seeds far from every
     report run's training and evaluation seeds (a progress bar counts the episodes when ``show_progress``)."""
