@@ -21,7 +21,7 @@ from rlhelpers.report.experiment import PONG, Experiment
 from rlhelpers.runner.campaign import campaign_runs, check_options
 from rlhelpers.runner.config import TrainConfig, check_choice, validate
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
-from rlhelpers.runner.records import read_runs
+from rlhelpers.runner.records import run_dirs
 from rlhelpers.runner.tracking import WANDB_KEY, resolve_wandb_mode, upload_notice
 
 REPORT_ONLY = "none"
@@ -153,14 +153,18 @@ def run_config(algo: str, experiment: Experiment | None, **options: Any) -> Trai
     return validate(TrainConfig(algo=algo, **options))
 
 
+def shows_committed(env_id: str, runs_dir: str) -> bool:
+    """Whether the report shows the committed runs of the Pong experiment (its game, its runs directory)."""
+    return env_id == PONG.env_id and Path(runs_dir).resolve() == Path(PONG.runs_dir).resolve()
+
+
 def scope_markdown(env_id: str, runs_dir: str) -> str:
     """Which runs the report shows, said once at its top: the committed experiment, your own runs of it beside
     the committed ones, or another game's runs, after which the written analysis is the committed experiment's."""
-    committed = Path(PONG.runs_dir)
-    if env_id == PONG.env_id and Path(runs_dir).resolve() == committed.resolve():
+    if shows_committed(env_id, runs_dir):
         return f"Runs shown: the committed Pong runs in `{PONG.runs_dir}/`."
-    here = "" if read_runs(committed) else (f" They are not in this checkout (`{PONG.runs_dir}/` holds none): clone "
-                                            "the repository to see their figures.")
+    here = "" if run_dirs(PONG.runs_dir) else (f" They are not in this checkout (`{PONG.runs_dir}/` holds none): "
+                                               "clone the repository to see their figures.")
     if env_id == PONG.env_id:
         return (f"This report shows your runs in `{runs_dir}`: the results plot draws them beside the committed runs "
                 "(dashed), the table lists yours, and *Your runs against the text* says which of the text's figures "
