@@ -121,12 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_whole_number(evaluate, "--seed", 0, "replay seed")
     evaluate.add_argument("--export", action="store_true", help="first write policy.pt from the run's newest snapshot")
     evaluate.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
-    evaluate.add_argument("--video-scale", type=_whole_number, default=2,
-                          help="GIF pixels per observation pixel (84x84 observations; default: 2)")
+    _add_whole_number(evaluate, "--video-scale", 2, "GIF pixels per observation pixel, of 84x84 observations")
     analyze = parsers["analyze"]
-    analyze.add_argument("--rollouts", type=_whole_number, default=4,
-                         help="rollouts of n_envs x n_steps states per snapshot (default: 4; on Pong 4 x 16 x 5 = 320 "
-                              "states)")
+    _add_whole_number(analyze, "--rollouts", 4,
+                      "rollouts of n_envs x n_steps states per snapshot, on Pong 4 x 16 x 5 = 320 states")
     _add_whole_number(analyze, "--stages", 4,
                       "snapshots per run: stages-1 steps that every run has, spread evenly, and the run's last")
     return parser

@@ -85,10 +85,9 @@ def require_drive(runs_dir: str) -> None:
 def flush_drive(runs_dir: str) -> None:
     """On Colab with the runs on Google Drive: flush and unmount Drive, so that the last checkpoint and
     history reach it before the runtime is deleted (Drive uploads in the background). Elsewhere nothing."""
-    if not (_on_drive(runs_dir) and os.path.ismount(COLAB_DRIVE)):
-        return
-    _colab_drive().flush_and_unmount()  # writes everything pending to Drive first
-    print(f"Google Drive flushed and unmounted: {runs_dir} is complete on Drive. Run all again to mount it again.")
+    if _on_drive(runs_dir) and os.path.ismount(COLAB_DRIVE):
+        _colab_drive().flush_and_unmount()  # writes everything pending to Drive first
+        print(f"Google Drive flushed and unmounted: {runs_dir} is complete on Drive. Run all again to mount it again.")
 
 
 def setup_wandb(mode: str | None, runs_dir: str = DEFAULT_RUNS_DIR) -> str:

@@ -92,12 +92,11 @@ def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
                   for label, seed, s in trained}
     agreement = [s["task_gradient_agreement"] for label, _, s in named
                  if label in PONG.arms and "task_gradient_agreement" in s]
-    variance = [s["estimator_variance"] for label, _, s in trained
-                if label in PONG.arms and "estimator_variance" in s]
     found: dict[str, Any] = {
-        "agreement_f32": max((a["float32"]["relative_difference"] for a in agreement), default=None),
-        "agreement_f64": max((a["float64"]["relative_difference"] for a in agreement), default=None),
-        "variance_ratio": span(v["sampled_over_all_action_batch"] for v in variance),
+        **{f"agreement_f{bits}": max((a[f"float{bits}"]["relative_difference"] for a in agreement), default=None)
+           for bits in (32, 64)},
+        "variance_ratio": span(s["estimator_variance"]["sampled_over_all_action_batch"] for label, _, s in trained
+                               if label in PONG.arms and "estimator_variance" in s),
         **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a, b in permutations(FIVE_SEED_ARMS, 2)},
         **{f"advantage/{label}": span(s["advantage_scale"]["advantage_rms"] for lab, _, s in trained if lab == label)
            for label in labels},

@@ -205,15 +205,14 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels
     entropy, explained variance, training-episode return and gradient norm against environment steps; one
     colour per label, one line style per seed (the styles of ``plot_comparison``'s curves)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
-    for record in [r for r in read_runs(runs_dir, PONG.seeds) if r.label in labels]:
-        metrics = record.metrics()
-        for ax, (key, _) in zip(axes.flat, DIAGNOSTICS, strict=True):
+    runs = [(record, record.metrics()) for record in read_runs(runs_dir, PONG.seeds) if record.label in labels]
+    for ax, (key, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
+        for record, metrics in runs:
             points = [(m["global_step"], m[key]) for m in metrics if m.get(key) is not None]
             if points:
                 steps, values = zip(*points, strict=True)
                 ax.plot(steps, values, _seed_style(record.seed, LINE_STYLES, LINE_STYLES[-1]),
                         color=arm_color(record.label), linewidth=0.9, label=record.name)
-    for ax, (key, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
         if key == "losses/explained_variance" and ax.dataLim.y0 < EXPLAINED_VARIANCE_FLOOR:  # y0: the lowest drawn
             ax.set_ylim(EXPLAINED_VARIANCE_FLOOR, 1.05)  # it never exceeds 1
             title += f" (axis from {EXPLAINED_VARIANCE_FLOOR:g}; lower values off it)"

@@ -35,10 +35,8 @@ def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] | None = PONG.se
     """The record of every run of ``seeds`` (default: the report's; None: any) and of ``arms`` (None: any) under
     ``runs_dir`` with at least one evaluation: the rows of the report's tables, arm by arm (``config.ARMS``' order,
     then by name), seed by seed."""
-    def order(r: RunRecord) -> tuple[int, str, int]:
-        return (ARMS.index(r.label) if r.label in ARMS else len(ARMS), r.label, r.seed)
     return sorted((r for r in read_runs(runs_dir, seeds) if r.evaluations and (arms is None or r.label in arms)),
-                  key=order)
+                  key=lambda r: (ARMS.index(r.label) if r.label in ARMS else len(ARMS), r.label, r.seed))
 
 
 def results_markdown(records: list[RunRecord], levels: tuple[float, ...] = PONG.levels,

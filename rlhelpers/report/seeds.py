@@ -175,8 +175,7 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
 
 def _draw_differences(ax: Axes, found: dict[str, Any], comparison: Comparison) -> None:
     predictions = comparison.predictions
-    for row, prediction in enumerate(predictions):
-        y = len(predictions) - 1 - row
+    for y, prediction in enumerate(reversed(predictions)):  # the first prediction at the top
         key = prediction.key
         if f"delta/{key}" not in found:
             ax.text(0.5, y, f"waiting for all {len(comparison.seeds)} seeds of both arms", ha="center", va="center",

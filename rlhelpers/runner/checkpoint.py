@@ -72,8 +72,7 @@ def load_model(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     # random stream: fork it, so that loading (and verifying a written snapshot) leaves that stream as it was.
     with torch.random.fork_rng(devices=[]):
         model = build_model(tuple(saved["obs_shape"]), saved["n_actions"], config.algo, config.hidden_size)
-    model.load_state_dict({name: value.float() if value.is_floating_point() else value
-                           for name, value in saved["model"].items()})
+    model.load_state_dict(saved["model"])  # copies float16 weights into the float32 parameters
     return model, config, int(saved["step"])
 
 

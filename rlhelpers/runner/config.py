@@ -13,9 +13,8 @@ import contextlib
 import dataclasses
 import os
 import re
-import typing
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import torch
 
@@ -127,7 +126,7 @@ class TrainConfig(AgentConfig):
 
 
 # The types each field of TrainConfig may hold: (int,), or (float, NoneType) for float | None.
-FIELD_TYPES = {name: typing.get_args(hint) or (hint,) for name, hint in typing.get_type_hints(TrainConfig).items()}
+FIELD_TYPES = {name: get_args(hint) or (hint,) for name, hint in get_type_hints(TrainConfig).items()}
 
 
 # Fields that define what a run *is*, its evaluation protocol included: a saved run whose value differs cannot be

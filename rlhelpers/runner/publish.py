@@ -16,9 +16,8 @@ returns). ``publish_runs`` rebuilds each W&B run from them, under the run's stor
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import shlex
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,7 @@ def local_rows(record: RunRecord) -> list[dict[str, Any]]:
         row.update({k: v for k, v in line.items() if k not in ("global_step", "time") and v is not None})
     for evaluation in record.evaluations:
         row = rows.setdefault(evaluation.step, {})
-        row.update(evaluation_metrics(dataclasses.asdict(evaluation)))
+        row.update(evaluation_metrics(asdict(evaluation)))
         row["eval/returns"] = list(evaluation.returns)
     return [{**rows[step], "global_step": step} for step in sorted(rows)]
 
