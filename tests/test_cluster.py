@@ -5,16 +5,17 @@ submission resumes it; without submitit the cluster path refuses clearly."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import waiting
 
 from rlhelpers.cli import main
 from rlhelpers.runner.campaign import train_campaign
@@ -41,11 +42,7 @@ def sigint_interrupts() -> Iterator[None]:
     signal.signal(signal.SIGINT, previous)
 
 
-def wait_for(condition, what: str, timeout_s: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
+wait_for = functools.partial(waiting.wait_for, timeout_s=180.0, poll_s=0.5)
 
 
 def history(run: Path) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import waiting
 
 from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.stopping import StopRequest
@@ -34,11 +36,7 @@ def newest(run: RunDirectory) -> int:
     return max((step for step, _ in run.checkpoints()), default=-1)
 
 
-def wait_for(condition, what: str, timeout_s: float = 600.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+wait_for = functools.partial(waiting.wait_for, timeout_s=600.0)
 
 
 def test_ctrl_c_checkpoints_and_ends_with_the_command_that_resumes(tmp_path: Path) -> None:
