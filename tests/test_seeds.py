@@ -235,3 +235,12 @@ def test_a_comparison_without_a_target_counts_no_seed_above_one(tmp_path) -> Non
     assert found["delta/a2c/task1"] == measure_seeds(tmp_path)["delta/a2c/task1"]
     assert [ax.get_title() for ax in plot_seeds(tmp_path, untargeted).axes[:3]] == [
         "(a) a2c: 5 seeds", "(b) task1: 5 seeds", "(c) task1-pg1: 5 seeds"]
+
+
+def test_a_panel_of_one_seed_says_seed_not_seeds(tmp_path) -> None:
+    write_runs(tmp_path, FINALS)
+    for run in tmp_path.glob("*_seed-[1-9]*"):
+        shutil.rmtree(run)
+    untargeted = Comparison(ABLATION.predictions, FIVE_SEEDS, ABLATION.window)
+    assert [ax.get_title() for ax in plot_seeds(tmp_path, untargeted).axes[:3]] == [
+        "(a) a2c: 1 seed", "(b) task1: 1 seed", "(c) task1-pg1: 1 seed"]

@@ -136,7 +136,8 @@ def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str
         notes = [] if when is None else ["at " + "-".join(dict.fromkeys(f"{step / 1e6:.1f}M" for step in when))]
         training = found[f"training/{arm}"] if records else 0  # a seed on its way is not one that failed
         notes += [f"{training} still training"] if training else []
-        title = f"({'abc'[i]}) {arm}: " + ("no runs" if not records else f"{len(records)} seeds" if target is None
+        count = f"{len(records)} seed" + "s" * (len(records) != 1)
+        title = f"({'abc'[i]}) {arm}: " + ("no runs" if not records else count if target is None
                                              else f"{found[f'passed/{arm}']} of {len(records)} above {target:g}")
         ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
