@@ -13,10 +13,20 @@ import pytest
 from matplotlib.colors import to_hex
 
 from rlhelpers.report import claims, seeds
-from rlhelpers.report.experiment import ABLATION, EQUAL_HP, FIVE_SEEDS, Comparison, Prediction
+from rlhelpers.report.experiment import (
+    ABLATION,
+    BREAKOUT,
+    BREAKOUT_TEST,
+    EQUAL_HP,
+    FIVE_SEEDS,
+    Comparison,
+    Prediction,
+)
 from rlhelpers.report.plotting import algo_curve, plot_comparison
 from rlhelpers.report.seeds import NO_RUNS, difference, measure_seeds, plot_seeds, seed_score
 from rlhelpers.runner.records import RunRecord, read_runs
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(means: list[float], every: int = 100, stop: float = 18.0, seed: int = 200) -> RunRecord:
@@ -244,3 +254,54 @@ def test_a_panel_of_one_seed_says_seed_not_seeds(tmp_path) -> None:
     untargeted = Comparison(ABLATION.predictions, FIVE_SEEDS, ABLATION.window)
     assert [ax.get_title() for ax in plot_seeds(tmp_path, untargeted).axes[:3]] == [
         "(a) a2c: 1 seed", "(b) task1: 1 seed", "(c) task1-pg1: 1 seed"]
+
+
+def write_breakout_runs(runs_dir: Path, finals: dict[str, list[float]], a2c_last_step: int = 10_000_000) -> None:
+    """BREAKOUT's runs, each seed rising linearly from 0 to its final mean at 10M, evaluated every 500k; the last
+    a2c seed has got only to ``a2c_last_step``."""
+    every, total = 500_000, 10_000_000
+    for label, arm_finals in finals.items():
+        algo, _, variant = label.partition("-")
+        for seed, final in zip(BREAKOUT.seeds, arm_finals, strict=True):
+            last = a2c_last_step if (label, seed) == ("a2c", BREAKOUT.seeds[-1]) else total
+            history = [{"step": step, "returns": [final * step / total - 1, final * step / total + 1]}
+                       for step in range(0, last + 1, every)]
+            name = f"{label}_seed-{seed}"
+            config = {"algo": algo, "variant": variant, "seed": seed, "eval_interval": every, "stop_return": None,
+                      "total_timesteps": total}
+            (runs_dir / name).mkdir(parents=True)
+            (runs_dir / name / "eval_history.json").write_text(
+                json.dumps({"run_name": name, "config": config, "history": history}))
+
+
+@pytest.mark.parametrize(("a2c_finals", "learns"), [([40.0, 30.0, 26.0], True), ([40.0, 20.0, 26.0], False)])
+def test_the_second_game_is_cited_by_its_own_test_and_judged_to_be_learned_once_a2c_finishes(
+        tmp_path: Path, a2c_finals: list[float], learns: bool) -> None:
+    finals = {"a2c": a2c_finals, "task1": [5.0, 8.0, 6.0], "task1-pg1": [30.0, 12.0, 20.0]}
+    write_breakout_runs(tmp_path / "done", finals)
+    found = claims.measure(ROOT / "runs", None, breakout_dir=tmp_path / "done")
+    section = measure_seeds(tmp_path / "done", BREAKOUT_TEST)
+    assert {key: found[f"breakout/{key}"] for key in section} == section
+    assert found["breakout/last/a2c"] == pytest.approx(np.mean(a2c_finals))
+    assert found["breakout/learns"] is learns
+    # S over 0.5M..10M of a rise from 0 to F: F times the mean of 1/20..20/20
+    assert found["breakout/score/task1_seed-100"] == pytest.approx(8.0 * 10.5 / 20)
+    assert found["breakout/holds/a2c/task1"] == BREAKOUT_TEST.predictions[0].holds(
+        found["breakout/interval/a2c/task1"][0])
+    assert found["seeds/score/a2c_seed-200"] != found["breakout/score/a2c_seed-200"]  # Pong's runs stay Pong's
+    write_breakout_runs(tmp_path / "training", finals, a2c_last_step=5_000_000)
+    training = claims.measure(ROOT / "runs", None, breakout_dir=tmp_path / "training")
+    assert training["breakout/learns"] is None and "breakout/delta/a2c/task1" not in training
+    assert "breakout/learns" not in claims.measure(ROOT / "runs", None)
+
+
+def test_the_second_games_gradient_facts_come_from_its_own_analysis() -> None:
+    breakout = json.loads((ROOT / "figures" / "analysis_breakout.json").read_text())
+    found = claims.measure(ROOT / "runs", None, breakout_dir=ROOT / BREAKOUT.runs_dir, breakout_analysis=breakout)
+    snapshots = {s["run"]: s for s in breakout["snapshots"].values()}
+    spread = snapshots["task1_seed-0"]["advantage_scale"]["advantage_rms"]
+    assert found["breakout/advantage/task1"] == (spread, spread)
+    head = {run: s["loss_term_gradients"]["actor"]["policy_head"] for run, s in snapshots.items()}
+    ratio = head["a2c_seed-0"] / head["task1_seed-0"]
+    assert found["breakout/head_actor/a2c/task1"] == pytest.approx((ratio, ratio))
+    assert found["head_actor/a2c/task1"] is None and found["breakout/analysed/a2c"] == 2  # Pong's: no analysis given

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.report.experiment import ABLATION, EQUAL_HP, PONG
+from rlhelpers.report.experiment import ABLATION, BREAKOUT_LEARNS, BREAKOUT_TEST, EQUAL_HP, PONG
 from rlhelpers.report.plotting import algo_curve, mean_return, runs_by_label
 from rlhelpers.report.seeds import NO_RUNS, measure_seeds, span
 from rlhelpers.runner.config import parse_run_name
@@ -127,10 +127,10 @@ def merged_analysis(*analyses: dict[str, Any] | None) -> dict[str, Any] | None:
             "optimizer_regime": {k: v for a in given for k, v in a.get("optimizer_regime", {}).items()}}
 
 
-def measure(runs_dir: str | Path, analysis: dict[str, Any] | None,
-            seeds_analysis: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Every measurement the Pong experiment's claims can name, by key, from its report-seed runs in ``runs_dir``
-    and the gradient ``analysis``:
+def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysis: dict[str, Any] | None = None,
+            breakout_dir: str | Path | None = None, breakout_analysis: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every measurement the report's claims can name, by key, from the Pong experiment's runs in ``runs_dir``
+    and their gradient ``analysis`` (and, given ``breakout_dir``, the second game's):
 
     - ``pass/<run>``: the first evaluation step above the target (``NOT_REACHED``); ``last/<run>``: the last
       evaluation's mean return;
@@ -150,7 +150,11 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None,
       (``seeds/passed/<arm>``, ``seeds/interval/<x>/<y>``, ...), and given the five-seed runs' gradient
       analysis ``seeds_analysis``, the gradient facts over the snapshots of both analyses
       (``seeds/variance_ratio``, ``seeds/analysed/<label>``, ...);
-    - ``equal_hp/...``: the equal-hyperparameters section's, ``measure_seeds`` of ``EQUAL_HP``.
+    - ``equal_hp/...``: the equal-hyperparameters section's, ``measure_seeds`` of ``EQUAL_HP``;
+    - ``breakout/...``: the second game's section, ``measure_seeds`` of ``BREAKOUT_TEST`` on the runs in
+      ``breakout_dir``, ``breakout/learns`` (prediction 7: A2C's seed-averaged last evaluation is at least
+      ``BREAKOUT_LEARNS``, judged once all its seeds have finished) and the gradient facts of ``breakout_analysis``
+      (``breakout/advantage/<label>``, ``breakout/head_actor/<a>/<b>``, ...).
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
@@ -169,12 +173,22 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None,
              ("equal_hp/", measure_seeds(runs_dir, EQUAL_HP))]
     if seeds_analysis is not None:
         parts.append(("seeds/", _gradient_facts(merged_analysis(analysis, seeds_analysis))))
+    if breakout_dir is not None:
+        parts += [("breakout/", _second_game(breakout_dir)), ("breakout/", _gradient_facts(breakout_analysis))]
     found = {prefix + key: value for prefix, part in parts for key, value in part.items()}
     # the report runs' budget: a run with a variant is the ablation's (one saved before variants existed has none)
     budgets = {record.config.get("total_timesteps") for record in records if not record.config.get("variant")}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     lr = {record.label: record.config.get("lr") for record in records}
     found["lr_ratio"] = lr["task1"] / lr["a2c"] if lr.get("task1") and lr.get("a2c") else None
+    return found
+
+
+def _second_game(runs_dir: str | Path) -> dict[str, Any]:
+    """``measure_seeds`` of the second game's test, and whether A2C learned it (None until its seeds finish)."""
+    found = measure_seeds(runs_dir, BREAKOUT_TEST)
+    finished = found["scored/a2c"] == len(BREAKOUT_TEST.seeds) and found["training/a2c"] == 0
+    found["learns"] = found["last/a2c"] >= BREAKOUT_LEARNS if finished else None
     return found
 
 
