@@ -22,15 +22,15 @@ SEEDS_ANALYSIS = json.loads((ROOT / "figures" / "analysis_seeds.json").read_text
 
 
 def notebook_claims() -> tuple[list[Claim], str]:
-    """The notebook's CLAIMS, and the text of its markdown cells before the Appendix (abstract, analysis, limits)."""
+    """The notebook's CLAIMS, and the text of its markdown cells (the body and the Appendix, where the details of
+    a section may cite figures too)."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cell = next(c for c in nb.cells if "claims" in c.metadata.get("tags", []))
     namespace = {"Claim": Claim, "STEP": STEP, "SIGNIFICANT": SIGNIFICANT}
     (claims_list,) = [node for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
                       and [target.id for target in node.targets] == ["CLAIMS"]]
     exec(compile(ast.Module([claims_list], type_ignores=[]), "CLAIMS", "exec"), namespace)  # the list only
-    appendix = next(i for i, c in enumerate(nb.cells) if c.source.startswith("# Appendix"))
-    prose = "\n".join(c.source for c in nb.cells[:appendix] if c.cell_type == "markdown")
+    prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     return namespace["CLAIMS"], " ".join(prose.split())
 
 
