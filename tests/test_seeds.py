@@ -74,21 +74,28 @@ def test_separated_arms_lie_above_zero_and_equal_ones_do_not() -> None:
     assert same.low < 0 < same.high and same.p_greater == pytest.approx(10 / 25)
 
 
+def write_run(runs_dir: Path, label: str, seed: int, means: dict[int, float], every: int, stop_return: float | None,
+              total: int) -> None:
+    """The evaluation history of run ``<label>_seed-<seed>``: the mean return at each step of ``means`` (its
+    episodes one below and one above it)."""
+    algo, _, variant = label.partition("-")
+    name = f"{label}_seed-{seed}"
+    config = {"algo": algo, "variant": variant, "seed": seed, "eval_interval": every, "stop_return": stop_return,
+              "total_timesteps": total}
+    history = [{"step": step, "returns": [m - 1, m + 1]} for step, m in means.items()]
+    (runs_dir / name).mkdir(parents=True)
+    (runs_dir / name / "eval_history.json").write_text(json.dumps({"run_name": name, "config": config,
+                                                                   "history": history}))
+
+
 def write_runs(runs_dir: Path, finals: dict[str, list[float]], every: int = 1_200_000) -> None:
     """One run per arm and seed of FIVE_SEEDS, rising linearly from -20 to its final mean at 7.2M (then flat,
     to 9.6M); a final mean above 18 stops the run at 7.2M."""
     for label, arm_finals in finals.items():
-        algo, _, variant = label.partition("-")
         for seed, final in zip(FIVE_SEEDS, arm_finals, strict=True):
             steps = range(0, (7_200_000 if final > 18 else 9_600_000) + 1, every)
-            means = [-20 + (final + 20) * min(step, 7_200_000) / 7_200_000 for step in steps]
-            history = [{"step": step, "returns": [m - 1, m + 1]} for step, m in zip(steps, means, strict=True)]
-            name = f"{label}_seed-{seed}"
-            config = {"algo": algo, "variant": variant, "seed": seed, "eval_interval": every, "stop_return": 18.0,
-                      "total_timesteps": 9_600_000}
-            (runs_dir / name).mkdir(parents=True)
-            (runs_dir / name / "eval_history.json").write_text(
-                json.dumps({"run_name": name, "config": config, "history": history}))
+            means = {step: -20 + (final + 20) * min(step, 7_200_000) / 7_200_000 for step in steps}
+            write_run(runs_dir, label, seed, means, every, 18.0, 9_600_000)
 
 
 FINALS = {"a2c": [19.0, 19.0, 19.0, 19.0, 10.0], "task1": [-10.0, -5.0, 0.0, 19.0, -8.0],
@@ -261,17 +268,10 @@ def write_breakout_runs(runs_dir: Path, finals: dict[str, list[float]], a2c_last
     a2c seed has got only to ``a2c_last_step``."""
     every, total = 500_000, 10_000_000
     for label, arm_finals in finals.items():
-        algo, _, variant = label.partition("-")
         for seed, final in zip(BREAKOUT.seeds, arm_finals, strict=True):
             last = a2c_last_step if (label, seed) == ("a2c", BREAKOUT.seeds[-1]) else total
-            history = [{"step": step, "returns": [final * step / total - 1, final * step / total + 1]}
-                       for step in range(0, last + 1, every)]
-            name = f"{label}_seed-{seed}"
-            config = {"algo": algo, "variant": variant, "seed": seed, "eval_interval": every, "stop_return": None,
-                      "total_timesteps": total}
-            (runs_dir / name).mkdir(parents=True)
-            (runs_dir / name / "eval_history.json").write_text(
-                json.dumps({"run_name": name, "config": config, "history": history}))
+            means = {step: final * step / total for step in range(0, last + 1, every)}
+            write_run(runs_dir, label, seed, means, every, None, total)
 
 
 @pytest.mark.parametrize(("a2c_finals", "learns"), [([40.0, 30.0, 26.0], True), ([40.0, 20.0, 26.0], False)])
