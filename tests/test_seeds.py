@@ -298,10 +298,11 @@ def test_the_second_game_is_cited_by_its_own_test_and_judged_to_be_learned_once_
 def test_the_second_games_gradient_facts_come_from_its_own_analysis() -> None:
     breakout = json.loads((ROOT / "figures" / "analysis_breakout.json").read_text())
     found = claims.measure(ROOT / "runs", None, breakout_dir=ROOT / BREAKOUT.runs_dir, breakout_analysis=breakout)
-    snapshots = {s["run"]: s for s in breakout["snapshots"].values()}
-    spread = snapshots["task1_seed-0"]["advantage_scale"]["advantage_rms"]
-    assert found["breakout/advantage/task1"] == (spread, spread)
+    snapshots = {s["run"]: s for s in breakout["snapshots"].values()}  # one per run, near 5M
+    seeds = [run.removeprefix("task1_") for run in snapshots if run.startswith("task1_")]
+    spreads = [snapshots[f"task1_{seed}"]["advantage_scale"]["advantage_rms"] for seed in seeds]
+    assert found["breakout/advantage/task1"] == (min(spreads), max(spreads))
     head = {run: s["loss_term_gradients"]["actor"]["policy_head"] for run, s in snapshots.items()}
-    ratio = head["a2c_seed-0"] / head["task1_seed-0"]
-    assert found["breakout/head_actor/a2c/task1"] == pytest.approx((ratio, ratio))
+    ratios = [head[f"a2c_{seed}"] / head[f"task1_{seed}"] for seed in seeds]  # same seed, same step
+    assert found["breakout/head_actor/a2c/task1"] == pytest.approx((min(ratios), max(ratios)))
     assert found["head_actor/a2c/task1"] is None and found["breakout/analysed/a2c"] == 2  # Pong's: no analysis given
