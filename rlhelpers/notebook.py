@@ -17,7 +17,7 @@ from typing import Any
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
-from rlhelpers.report.experiment import PONG, Experiment
+from rlhelpers.report.experiment import BREAKOUT, PONG, Experiment
 from rlhelpers.runner.campaign import campaign_runs, check_options
 from rlhelpers.runner.config import TrainConfig, check_choice, validate
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
@@ -159,15 +159,17 @@ def shows_committed(env_id: str, runs_dir: str) -> bool:
 
 def scope_markdown(env_id: str, runs_dir: str) -> str:
     """Which runs the report shows, said once at its top: the committed experiment, your own runs of it beside
-    the committed ones, or another game's runs, after which the written analysis is the committed experiment's."""
+    the committed ones, or another game's runs, after which the written analysis is the committed runs'."""
     if shows_committed(env_id, runs_dir):
-        return f"Runs shown: the committed Pong runs in `{PONG.runs_dir}/`."
+        return (f"Runs shown: the committed Pong runs in `{PONG.runs_dir}/`, and under *On a second game* the "
+                f"committed Breakout runs in `{BREAKOUT.runs_dir}/`.")
     here = "" if run_dirs(PONG.runs_dir) else (f" They are not in this checkout (`{PONG.runs_dir}/` holds none): "
                                                "clone the repository to see their figures.")
     if env_id == PONG.env_id:
         return (f"This report shows your runs in `{runs_dir}`: the results plot draws them beside the committed runs "
-                "(dashed), the table lists yours, and *Your runs against the text* says which of the text's figures "
-                f"they reproduce. The written analysis is about the committed runs in `{PONG.runs_dir}/`.{here}")
-    return (f"This report shows your runs of `{env_id}` in `{runs_dir}` under *Training* and *Results*. Every "
-            f"section after them is the committed Pong experiment's, about its runs in `{PONG.runs_dir}/`, not "
-            f"yours.{here}")
+                "(dashed), the table of appendix A.8 lists yours, and *Your runs against the text* says which of the "
+                f"text's figures they reproduce. The written analysis is about the committed runs in "
+                f"`{PONG.runs_dir}/`.{here}")
+    return (f"This report shows your runs of `{env_id}` in `{runs_dir}` under *Training* and *Results* and in the "
+            f"first table of appendix A.8. Every other section is about the committed runs (Pong's in "
+            f"`{PONG.runs_dir}/`, Breakout's in `{BREAKOUT.runs_dir}/`), not yours.{here}")
