@@ -15,8 +15,6 @@ from itertools import permutations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlhelpers.report.experiment import ABLATION, BREAKOUT_LEARNS, BREAKOUT_TEST, EQUAL_HP, PONG
 from rlhelpers.report.plotting import algo_curve, mean_return, runs_by_label
 from rlhelpers.report.seeds import NO_RUNS, measure_seeds, span
@@ -61,9 +59,9 @@ def _format(value: Any, fmt: str) -> str:
 
 def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, Any]:
     """The report's speed comparison of ``labels``: ``until``, the last step that every compared curve
-    reaches; ``curve/<label>``, the mean return of a label's seed-averaged curve up to it, and ``seed/<run>``
-    each seed's; ``below/<label>/<other>``, whether both of the label's seeds lie below both of the other's
-    (the report's rule for "learned more slowly"). Empty unless every label has a run with evaluations."""
+    reaches; ``seed/<run>``, each seed's mean return up to it; ``below/<label>/<other>``, whether both of the
+    label's seeds lie below both of the other's (the report's rule for "learned more slowly"). Empty unless
+    every label has a run with evaluations."""
     runs = runs_by_label(records, labels)
     curves = {lab: algo_curve(records) for lab, records in runs.items() if records}
     if len(curves) < len(runs):
@@ -71,7 +69,6 @@ def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
     until = int(min(curve.steps[-1] for curve in curves.values()))
     found: dict[str, Any] = {"until": until}
     for lab, curve in curves.items():
-        found[f"curve/{lab}"] = float(np.mean(curve.means[curve.steps <= until]))
         found.update({f"seed/{r.name}": mean_return(r, curve.steps[curve.steps <= until]) for r in runs[lab]})
     seed_means = {lab: [found[f"seed/{r.name}"] for r in records] for lab, records in runs.items()}
     found.update({f"below/{a}/{b}": max(seed_means[a]) < min(seed_means[b]) for a, b in permutations(curves, 2)})
@@ -134,7 +131,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
 
     - ``pass/<run>``: the first evaluation step above the target (``NOT_REACHED``); ``last/<run>``: the last
       evaluation's mean return;
-    - ``until``, ``curve/<label>``, ``seed/<run>``, ``below/<label>/<other>``: ``compare_speed`` of the algorithms;
+    - ``until``, ``seed/<run>``, ``below/<label>/<other>``: ``compare_speed`` of the algorithms;
     - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
       ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
       gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``FIVE_SEED_ARMS``: a's actor-term
