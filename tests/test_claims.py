@@ -13,6 +13,7 @@ import pytest
 
 from rlhelpers.report import claims
 from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown, verdict_markdown
+from rlhelpers.report.experiment import BREAKOUT
 from rlhelpers.runner.records import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +40,7 @@ def test_every_figure_of_the_text_holds_on_the_committed_runs() -> None:
     claims_list, prose = notebook_claims()
     assert len(claims_list) >= 25
     rows = check(claims_list, claims.measure(ROOT / "runs", COMMITTED_ANALYSIS, SEEDS_ANALYSIS,
-                                             ROOT / "runs" / "breakout", BREAKOUT_ANALYSIS))
+                                             ROOT / BREAKOUT.runs_dir, BREAKOUT_ANALYSIS))
     assert [(says, figure, now) for says, figure, now, holds in rows if not holds] == []
     for claim in claims_list:  # each checked figure is one the text really cites (a verdict is written in words)
         assert claim.figure in ("yes", "no") or claim.figure in prose, f"{claim.figure!r} ({claim.says}) not in text"
