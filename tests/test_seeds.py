@@ -295,6 +295,22 @@ def test_the_second_game_is_cited_by_its_own_test_and_judged_to_be_learned_once_
     assert "breakout/learns" not in claims.measure(ROOT / "runs", None)
 
 
+def test_the_second_game_cites_each_run_s_last_evaluation_and_each_arm_s_entropy_floor(tmp_path: Path) -> None:
+    write_breakout_runs(tmp_path, {"a2c": [40.0, 30.0, 26.0], "task1": [5.0, 8.0, 6.0], "task1-pg1": [30.0, 12.0, 0.0]})
+    lowest = {"task1-pg1": [0.9, 0.002, 0.05], "a2c": [0.4, 0.7, 0.6]}  # task1 logged no entropy
+    for label, floors in lowest.items():
+        for seed, floor in zip(BREAKOUT.seeds, floors, strict=True):
+            lines = [{"global_step": step, "losses/entropy": e} for step, e in ((10, 1.5), (20, floor), (30, 1.2))]
+            lines.insert(1, {"global_step": 15, "eval/mean_return": 0.0})  # a record without an entropy
+            metrics = tmp_path / f"{label}_seed-{seed}" / "metrics.jsonl"
+            metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    found = claims.measure(ROOT / "runs", None, breakout_dir=tmp_path)
+    assert found["breakout/entropy_floor/task1-pg1"] == (0.002, 0.9)
+    assert found["breakout/entropy_floor/a2c"] == (0.4, 0.7)
+    assert found["breakout/entropy_floor/task1"] is None
+    assert found["breakout/last/task1-pg1_seed-200"] == 0.0 and found["breakout/last/a2c_seed-0"] == 40.0
+
+
 def test_the_second_games_gradient_facts_come_from_its_own_analysis() -> None:
     breakout = json.loads((ROOT / "figures" / "analysis_breakout.json").read_text())
     found = claims.measure(ROOT / "runs", None, breakout_dir=ROOT / BREAKOUT.runs_dir, breakout_analysis=breakout)

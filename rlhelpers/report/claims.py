@@ -17,7 +17,7 @@ from typing import Any
 
 from rlhelpers.report.experiment import ABLATION, BREAKOUT_LEARNS, BREAKOUT_TEST, EQUAL_HP, PONG
 from rlhelpers.report.plotting import algo_curve, mean_return, runs_by_label
-from rlhelpers.report.seeds import NO_RUNS, measure_seeds, span
+from rlhelpers.report.seeds import NO_RUNS, arm_runs, measure_seeds, span
 from rlhelpers.runner.config import parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -26,6 +26,7 @@ FIVE_SEED_ARMS = tuple(dict.fromkeys(ABLATION.arms + EQUAL_HP.arms))
 SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
 NOT_REACHED = "not reached"  # what a run measures of a return it never passed
 STEP = "M"  # environment steps in millions: 7.2M
+ENTROPY = "losses/entropy"  # the policy entropy in a run's metrics.jsonl
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,9 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     - ``equal_hp/...``: the equal-hyperparameters section's, ``measure_seeds`` of ``EQUAL_HP``;
     - ``breakout/...``: the second game's section, ``measure_seeds`` of ``BREAKOUT_TEST`` on the runs in
       ``breakout_dir``, ``breakout/learns`` (prediction 7: A2C's seed-averaged last evaluation is at least
-      ``BREAKOUT_LEARNS``, judged once all its seeds have finished) and the gradient facts of ``breakout_analysis``
+      ``BREAKOUT_LEARNS``, judged once all its seeds have finished), ``breakout/last/<run>``,
+      ``breakout/entropy_floor/<arm>`` (each seed's lowest logged policy entropy, over the seeds) and the gradient
+      facts of ``breakout_analysis``
       (``breakout/advantage/<label>``, ``breakout/head_actor/<a>/<b>``, ...).
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
@@ -182,10 +185,17 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
 
 
 def _second_game(runs_dir: str | Path) -> dict[str, Any]:
-    """``measure_seeds`` of the second game's test, and whether A2C learned it (None until its seeds finish)."""
+    """``measure_seeds`` of the second game's test, whether A2C learned it (None until its seeds finish), each
+    run's last evaluation mean (``last/<run>``) and, per arm, the range over its seeds of the lowest policy
+    entropy each logged (``entropy_floor/<arm>``: near 0, a policy that collapsed onto one action)."""
     found = measure_seeds(runs_dir, BREAKOUT_TEST)
     finished = found["scored/a2c"] == len(BREAKOUT_TEST.seeds) and found["training/a2c"] == 0
     found["learns"] = found["last/a2c"] >= BREAKOUT_LEARNS if finished else None
+    for arm, records in arm_runs(runs_dir, BREAKOUT_TEST).items():
+        found.update({f"last/{record.name}": record.last.mean for record in records})
+        floors = [min(entropies) for entropies in ([m[ENTROPY] for m in record.metrics() if ENTROPY in m]
+                                                   for record in records) if entropies]
+        found[f"entropy_floor/{arm}"] = span(floors)
     return found
 
 
