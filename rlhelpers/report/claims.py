@@ -187,7 +187,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
 def _second_game(runs_dir: str | Path) -> dict[str, Any]:
     """``measure_seeds`` of the second game's test, whether A2C learned it (None until its seeds finish), each
     run's last evaluation mean (``last/<run>``) and, per arm, the range over its seeds of the lowest policy
-    entropy each logged (``entropy_floor/<arm>``: near 0, a policy that collapsed onto one action)."""
+    entropy each logged (``entropy_floor/<arm>``: near 0, a policy that has become almost deterministic)."""
     found = measure_seeds(runs_dir, BREAKOUT_TEST)
     finished = found["scored/a2c"] == len(BREAKOUT_TEST.seeds) and found["training/a2c"] == 0
     found["learns"] = found["last/a2c"] >= BREAKOUT_LEARNS if finished else None
