@@ -17,7 +17,7 @@ from typing import Any
 
 from rlhelpers.report.experiment import ABLATION, BREAKOUT_LEARNS, BREAKOUT_TEST, EQUAL_HP, PONG
 from rlhelpers.report.plotting import algo_curve, mean_return, runs_by_label
-from rlhelpers.report.seeds import NO_RUNS, arm_runs, measure_seeds, span
+from rlhelpers.report.seeds import NO_RUNS, arm_runs, measure_arms, measure_seeds, span
 from rlhelpers.runner.config import parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
 
@@ -188,14 +188,14 @@ def _second_game(runs_dir: str | Path) -> dict[str, Any]:
     """``measure_seeds`` of the second game's test, whether A2C learned it (None until its seeds finish), each
     run's last evaluation mean (``last/<run>``) and, per arm, the range over its seeds of the lowest policy
     entropy each logged (``entropy_floor/<arm>``: near 0, a policy that has become almost deterministic)."""
-    found = measure_seeds(runs_dir, BREAKOUT_TEST)
+    runs = arm_runs(runs_dir, BREAKOUT_TEST)  # read once, for the section's figures and the entropies
+    found = measure_arms(runs, BREAKOUT_TEST)
     finished = found["scored/a2c"] == len(BREAKOUT_TEST.seeds) and found["training/a2c"] == 0
     found["learns"] = found["last/a2c"] >= BREAKOUT_LEARNS if finished else None
-    for arm, records in arm_runs(runs_dir, BREAKOUT_TEST).items():
+    for arm, records in runs.items():
         found.update({f"last/{record.name}": record.last.mean for record in records})
-        floors = [min(entropies) for entropies in ([m[ENTROPY] for m in record.metrics() if ENTROPY in m]
-                                                   for record in records) if entropies]
-        found[f"entropy_floor/{arm}"] = span(floors)
+        entropies = ([m[ENTROPY] for m in record.metrics() if ENTROPY in m] for record in records)
+        found[f"entropy_floor/{arm}"] = span(min(logged) for logged in entropies if logged)
     return found
 
 

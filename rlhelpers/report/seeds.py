@@ -82,10 +82,10 @@ def measure_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION) -> di
     ``last/<arm>`` (the mean of its seeds' last evaluation means), for each arm of ``comparison`` (``NO_RUNS`` for
     an arm without runs); and per prediction, x over y, once both arms have S for every seed: ``delta/<x>/<y>``
     (Δ), ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
-    return _measure_arms(arm_runs(runs_dir, comparison), comparison)
+    return measure_arms(arm_runs(runs_dir, comparison), comparison)
 
 
-def _measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> dict[str, Any]:
+def measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> dict[str, Any]:
     """``measure_seeds`` of the runs of each arm, already read (so that a figure's titles and curves come from
     one reading of runs that may be training)."""
     found: dict[str, Any] = {}
@@ -114,7 +114,7 @@ def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str
     and the arm's mean; (e) Δ of each prediction with its 95% bootstrap interval and P(X > Y), once both of its
     arms have all their seeds."""
     runs = arm_runs(runs_dir, comparison)
-    found, target = _measure_arms(runs, comparison), comparison.target
+    found, target = measure_arms(runs, comparison), comparison.target
     window = " to ".join(f"{step / 1e6:.1f}M" if step else "0" for step in comparison.window)
     fig = plt.figure(figsize=(11, 7.6))
     grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
