@@ -14,6 +14,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.config import (
+    ARMS,
     TrainConfig,
     config_differences,
     format_run_name,
@@ -70,6 +71,15 @@ def test_a_variant_sets_its_values_and_names_the_run() -> None:
                             ({"variant": "pg1", "algo": "a2c"}, "variant pg1 changes nothing for a2c")]:
         with pytest.raises(RLHelpersError, match=message):
             validate(TrainConfig(**{"algo": "task1", **values}))
+
+
+def test_pg1ent_is_task1_at_a2cs_actor_weight_and_task1s_temperature() -> None:
+    config = validate(TrainConfig(algo="task1", seed=0, variant="pg1ent"))
+    assert config.run_name == "task1-pg1ent_seed-0" and parse_run_name(config.run_name) == ("task1-pg1ent", 0)
+    assert (config.lr, config.pg_coef, config.vf_coef, config.ent_coef) == (1.5e-3, 1.0, 0.5, 0.01)
+    course = TrainConfig(algo="task1")
+    assert config.ent_coef / config.pg_coef == pytest.approx(course.ent_coef / course.pg_coef)
+    assert "task1-pg1ent" in ARMS and "a2c-pg1ent" not in ARMS  # A2C already has both values
 
 
 def test_whole_floats_are_integers_everywhere() -> None:

@@ -36,6 +36,8 @@ VARIANTS: dict[str, dict[str, float]] = {
     "pg1": {"pg_coef": 1.0},  # A2C's actor weight: does task1's small actor step explain its slower learning?
     # All of A2C's coefficients and its learning rate: at equal hyperparameters, is the all-action method slower?
     "a2chp": dict(ALGORITHMS["a2c"].defaults),
+    # A2C's actor weight at task1's temperature ent_coef / pg_coef (0.01): the step without pg1's colder policy.
+    "pg1ent": {"pg_coef": 1.0, "ent_coef": 0.01},
 }
 
 
