@@ -95,3 +95,23 @@ def test_letters_of_other_alphabets_are_unicode_and_a_formula_it_cannot_convert_
     assert mathml.startswith("<math") and 'display="block"' in mathml and "mathvariant" not in mathml
     assert all(f"<mi>{letter}</mi>" in mathml for letter in "ℋℝ𝔤")
     assert renderer.inline_math("x^") == "$x^$"  # left to MathJax, as nbconvert's own HTML does
+
+
+def test_without_latex2mathml_nbconvert_still_exports_and_html_mathml_says_what_is_missing(tmp_path: Path) -> None:
+    """Installed without latex2mathml (as ``pip install rlhelpers`` alone leaves it), the registered exporter must
+    not break ``jupyter nbconvert`` for the other formats, which imports every exporter at start-up."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("The loss $-c_{pg} \\sum_a \\pi(a) Q(a)$.")]
+    nbformat.write(nb, tmp_path / "out.ipynb")
+    hide = "import sys; sys.modules['latex2mathml'] = sys.modules['latex2mathml.converter'] = None; "
+    convert = "from nbconvert.nbconvertapp import main; sys.argv[0] = 'jupyter-nbconvert'; main()"
+
+    def nbconvert(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", hide + convert, *args, "out.ipynb"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+
+    plain = nbconvert("--to", "html")
+    assert plain.returncode == 0, plain.stderr
+    assert "c_{pg}" in (tmp_path / "out.html").read_text()
+    mathml = nbconvert("--to", "html_mathml", "--output", "mathml")
+    assert mathml.returncode != 0 and "html_mathml needs latex2mathml: pip install latex2mathml" in mathml.stderr

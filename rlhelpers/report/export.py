@@ -5,6 +5,9 @@ when it is opened: offline, they show as source. ``MathMLHTMLExporter`` converts
 ``latex2mathml`` at export time, and browsers render MathML themselves. It is nbconvert's ``html_mathml``
 exporter (an entry point of this package): ``jupyter nbconvert --to html_mathml report_final.ipynb``.
 The notebook keeps its LaTeX, so Jupyter, Colab and GitHub render it as before.
+
+nbconvert imports every registered exporter when it starts, whatever the format asked for, so this module imports
+``latex2mathml`` only once a formula is converted: installed without it, only ``--to html_mathml`` fails.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import unicodedata
 from typing import Any
 
 from jinja2 import pass_context
-from latex2mathml.converter import convert
 from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
@@ -37,6 +39,11 @@ def _unicode_letter(variant: str, letter: str) -> str:
 
 def latex_to_mathml(latex: str, display: str) -> str | None:
     """``latex`` as a MathML element (``display``: "inline" or "block"); None if latex2mathml cannot convert it."""
+    try:
+        from latex2mathml.converter import convert
+    except ModuleNotFoundError as exc:
+        raise ModuleNotFoundError("--to html_mathml needs latex2mathml: pip install latex2mathml (or rlhelpers' "
+                                  "report or colab extra)") from exc
     try:
         mathml = convert(latex, display=display)
     except Exception as error:  # latex2mathml raises its own and plain Python errors on input it does not know
