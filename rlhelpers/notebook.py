@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import difflib
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,9 @@ NOTEBOOK_PARAMETERS = ("algo", "seed", "env_id", "total_timesteps", "n_envs", "e
                        "device", "repo_url")
 COLAB_DRIVE = "/content/drive"
 COLAB_RUNS_DIR = f"{COLAB_DRIVE}/MyDrive/rlhelpers/runs"
+COMMITTED_FOLDER = "rlhelpers-committed"  # where a notebook outside a clone fetches the committed runs
+TEST_CHECKPOINT_INTERVAL_ENV = "RLHELPERS_TEST_CHECKPOINT_INTERVAL_S"  # test-only: the notebook's runs' interval
+COMMITTED_PATHS = ("/runs/", "/figures/", "!*.pt")  # what it fetches (sparse-checkout patterns): no .pt files
 
 
 def on_colab() -> bool:
@@ -130,6 +135,8 @@ def run_options(experiment: Experiment | None, **params: Any) -> dict[str, Any]:
     resolved (the notebook links it)."""
     options = {**(experiment.options() if experiment else {}),
                **{name: value for name, value in params.items() if value is not None}}
+    if os.environ.get(TEST_CHECKPOINT_INTERVAL_ENV):  # test-only: timed checkpoints within seconds
+        options["checkpoint_interval_s"] = float(os.environ[TEST_CHECKPOINT_INTERVAL_ENV])
     return {**options, "wandb_project": TrainConfig(**options).wandb_project}
 
 
@@ -152,24 +159,60 @@ def run_config(algo: str, experiment: Experiment | None, **options: Any) -> Trai
     return validate(TrainConfig(algo=algo, **options))
 
 
+def committed_root(repo_url: str) -> Path:
+    """The folder holding the committed ``runs/`` and ``figures/`` that the written analysis is about: the working
+    directory in a clone of the repository. Without one (Colab installs the package, not the repository), a
+    shallow, sparse, blob-less fetch of just those two folders from ``repo_url`` (about 16 MB: histories, metrics
+    and figures, no policies or checkpoints) into ``COMMITTED_FOLDER``, made once per machine."""
+    root = Path(COMMITTED_FOLDER)
+    if run_dirs(PONG.runs_dir) or not repo_url:
+        return Path(".")
+    if not run_dirs(root / PONG.runs_dir):
+        print(f"Fetching the committed runs' histories and figures from {repo_url} into {root.resolve()}")
+        shutil.rmtree(root, ignore_errors=True)
+        clone = ["clone", "--quiet", "--depth", "1", "--filter=blob:none", "--no-checkout", repo_url, str(root)]
+        for command in (clone, ["-C", str(root), "sparse-checkout", "set", "--no-cone", *COMMITTED_PATHS],
+                        ["-C", str(root), "checkout", "--quiet"]):
+            done = subprocess.run(["git", *command], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RLHelpersError(f"cannot fetch the committed runs from {repo_url}: git {command[0]} said "
+                                     f"{(done.stderr.strip() or str(done.returncode)).splitlines()[0]}; check repo_url")
+        shutil.rmtree(root / ".git")  # the files are all the report reads
+    return root
+
+
 def shows_committed(env_id: str, runs_dir: str) -> bool:
     """Whether the report shows the committed runs of the Pong experiment (its game, its runs directory)."""
     return env_id == PONG.env_id and Path(runs_dir).resolve() == Path(PONG.runs_dir).resolve()
 
 
-def scope_markdown(env_id: str, runs_dir: str) -> str:
+def scope_markdown(env_id: str, runs_dir: str, root: Path = Path(".")) -> str:
     """Which runs the report shows, said once at its top: the committed experiment, your own runs of it beside
-    the committed ones, or another game's runs, after which the written analysis is the committed runs'."""
+    the committed ones (in ``root``, see ``committed_root``), or another game's runs, after which the written
+    analysis is the committed runs'."""
+    pong, breakout = f"`{root / PONG.runs_dir}/`", f"`{root / BREAKOUT.runs_dir}/`"
     if shows_committed(env_id, runs_dir):
-        return (f"Runs shown: the committed Pong runs in `{PONG.runs_dir}/`, and under *On a second game* the "
-                f"committed Breakout runs in `{BREAKOUT.runs_dir}/`.")
-    here = "" if run_dirs(PONG.runs_dir) else (f" They are not in this checkout (`{PONG.runs_dir}/` holds none): "
-                                               "clone the repository to see their figures.")
+        return f"Runs shown: the committed Pong runs in {pong}, and under *On a second game* the committed " \
+               f"Breakout runs in {breakout}."
+    here = "" if run_dirs(root / PONG.runs_dir) else (
+        f" They are not here ({pong} holds none): set `repo_url` to fetch them, or clone the repository.")
     if env_id == PONG.env_id:
         return (f"This report shows your runs in `{runs_dir}`: the results plot draws them beside the committed runs "
-                "(dashed), the table of appendix A.8 lists yours, and *Your runs against the text* says which of the "
-                f"text's figures they reproduce. The written analysis is about the committed runs in "
-                f"`{PONG.runs_dir}/`.{here}")
+                "(dashed), the table of appendix A.8 lists yours, *Your runs against the text* says which of the "
+                "text's figures they reproduce, and *Your analysis* is yours to write. The written analysis is about "
+                f"the committed runs in {pong}.{here}")
     return (f"This report shows your runs of `{env_id}` in `{runs_dir}` under *Training* and *Results* and in the "
-            f"first table of appendix A.8. Every other section is about the committed runs (Pong's in "
-            f"`{PONG.runs_dir}/`, Breakout's in `{BREAKOUT.runs_dir}/`), not yours.{here}")
+            f"first table of appendix A.8. Every other section is about the committed runs (Pong's in {pong}, "
+            f"Breakout's in {breakout}), not yours.{here}")
+
+
+def show_errors_briefly(shell: Any) -> None:
+    """Show the package's own errors (``RLHelpersError``: a mistaken parameter, a run another process trains) in
+    the IPython ``shell`` as their one-line message, which says what to change; any other exception keeps its
+    traceback."""
+    def one_line(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> list[str]:
+        shown = [f"{etype.__name__}: {value}"]
+        shell._showtraceback(etype, value, shown)  # IPython leaves showing it to the handler (7.x to 9.x)
+        return shown
+
+    shell.set_custom_exc((RLHelpersError,), one_line)

@@ -44,8 +44,8 @@ def test_every_figure_of_the_text_holds_on_the_committed_runs() -> None:
     assert [(says, figure, now) for says, figure, now, holds in rows if not holds] == []
     for claim in claims_list:  # each checked figure is one the text really cites (a verdict is written in words)
         assert claim.figure in ("yes", "no") or claim.figure in prose, f"{claim.figure!r} ({claim.says}) not in text"
-    assert verdict_markdown(rows, "runs") == f"**{len(rows)} of {len(rows)} figures in the text hold on the runs in " \
-                                             "`runs`.**"
+    assert verdict_markdown(rows, "runs") == f"**{len(rows)} of the {len(rows)} figures checked hold on the runs in " \
+                                             f"`runs`**: every figure the text cites ({len(rows)})."
 
 
 def test_on_other_runs_the_check_shows_which_figures_no_longer_hold(tmp_path: Path) -> None:
@@ -64,14 +64,20 @@ def test_on_other_runs_the_check_shows_which_figures_no_longer_hold(tmp_path: Pa
     assert rows["A2C passes 18, seed 100"] == ("6.6M", True)
     checked = check(claims_list, claims.measure(runs, None))
     assert "| A2C passes 18, seed 0 | 7.2M | not reached | **no** |" in claims_markdown(checked)
-    failing = [says for says, _, now, holds in checked if not holds and now != "no runs"]
-    absent = sum(now == "no runs" for _, _, now, _ in checked)
-    verdict = verdict_markdown(checked, runs)  # the body's line counts the claims without runs, names the others
-    assert verdict.startswith(f"**{len(checked) - len(failing) - absent} of {len(checked)} figures in the text hold "
-                              f"on the runs in `{runs}`.** {absent} have no runs here.")
+    assert "| task2 passes 18, seed 100 | 10.0M | no runs | not checked |" in claims_markdown(checked)
+    failing = [says for says, _, now, holds in checked if not holds and now not in ("no runs", "n/a")]
+    absent, no_analysis = (sum(now == mark for _, _, now, _ in checked) for mark in ("no runs", "n/a"))
+    assert absent and no_analysis
+    verdict = verdict_markdown(checked, runs)  # counts what it could not check and why, names what fails
+    n_checked = len(checked) - absent - no_analysis
+    assert verdict.startswith(f"**{n_checked - len(failing)} of the {n_checked} figures checked hold on the runs in "
+                              f"`{runs}`.** {absent + no_analysis} of the text's {len(checked)} could not be checked "
+                              f"here: {absent} lack their runs, {no_analysis} lack a gradient analysis.")
     assert "*A2C passes 18, seed 0* (text: 7.2M; measured: not reached)" in verdict
     assert all(f"*{says}*" in verdict for says in failing) and "*A2C passes 18, seed 100*" not in verdict
     assert "*task2 passes 18, seed 100*" not in verdict
+    nothing = verdict_markdown(check(claims_list, claims.measure(tmp_path / "none", None)), "none")
+    assert nothing.startswith(f"**None of the text's {len(checked)} figures could be checked on the runs in `none`**: ")
 
 
 def test_your_runs_are_told_which_figures_of_the_text_they_reproduce(tmp_path: Path) -> None:

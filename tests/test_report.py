@@ -184,7 +184,8 @@ def test_short_pong_run(tmp_path: Path) -> None:
     assert "No gradient analysis in the figures folder" in text  # the mechanism cell, with no analysis
     assert "#### Your runs against the text" in text and "**Your runs in `my_runs` reproduce 0 of the text's" in text
     assert "*task2 passes 18, seed 0* (9.9M in the text, not reached in yours)" in text  # in 40 steps
-    assert re.search(r"\*\*\d+ of \d+ figures in the text hold on the runs in `runs`\.\*\* \d+ have no runs here", text)
+    assert re.search(r"\*\*None of the text's \d+ figures could be checked on the runs in `runs`\*\*: \d+ lack their "
+                     r"runs, \d+ lack a gradient analysis\.", text)
     history = _history(tmp_path, "task2_seed-0", "my_runs")
     assert history["config"]["env_id"] == "PongNoFrameskip-v4" and history["config"]["stop_return"] == 18.0
     assert [point["step"] for point in history["history"]] == [0, 40]
@@ -261,10 +262,11 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     text = _text(nb)
     assert "runs not present: task2_seed-100" in text
     # The analysis was written for the committed runs: on these, the claims check says which figures fail.
-    held, total = map(int, re.search(r"\*\*(\d+) of (\d+) figures in the text hold", text).groups())
-    assert total >= 25 and held < total and "| task2 passes 18, seed 100 | 10.0M | no runs | **no** |" in text
+    held, checked = map(int, re.search(r"\*\*(\d+) of the (\d+) figures checked hold", text).groups())
+    assert checked >= 10 and held < checked and "| task2 passes 18, seed 100 | 10.0M | no runs | not checked |" in text
     assert "*task1 passes 18, seed 100* (text: 9.9M; measured: not reached)" in text  # named in the verdict
-    assert "*task2 passes 18, seed 100*" not in text and re.search(r"\*\* \d+ have no runs here\.", text)
+    assert "*task2 passes 18, seed 100*" not in text
+    assert re.search(r"\*\* \d+ of the text's \d+ could not be checked here: \d+ lack their runs", text)
     assert "| task1_seed-0 vs task2_seed-0 | 600,000 | 3 / 3 | n/a | n/a | n/a |" in text  # identical histories
     assert not (tmp_path / "wandb").exists(), "report-only mode starts no W&B run"
 
@@ -306,12 +308,16 @@ def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:
                               "run of the report, or 'none' to only build the report from the runs present"),
     # papermill itself only warns about a name the notebook lacks, and the default runs_dir would be used
     (["-p", "algo", "task1", "-p", "run_dir", "my_runs"], "unknown parameter 'run_dir': did you mean 'runs_dir'?"),
+    (["-p", "env_id", "PongNoFrameskip-v9"], "unknown env id 'PongNoFrameskip-v9': use an ALE Atari id"),
+    (["-p", "runs_dir", "/proc/nope", "-p", "total_timesteps", "100"], "cannot "),
 ])
 def test_bad_parameters_fail_with_a_clear_error(tmp_path: Path, params: list[str], error: str) -> None:
     proc, nb = _papermill(tmp_path, "bad.ipynb", params)
     assert proc.returncode != 0
     (message,) = _errors(nb)
     assert message.startswith(f"RLHelpersError: {error}")
+    (shown,) = [o.traceback for o in _outputs(nb) if o.output_type == "error"]
+    assert shown == [message], "the cell shows the package's error as its one line, without a traceback"
     assert not (tmp_path / "runs").exists() and not (tmp_path / "my_runs").exists()
 
 

@@ -27,6 +27,9 @@ SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 3
 NOT_REACHED = "not reached"  # what a run measures of a return it never passed
 STEP = "M"  # environment steps in millions: 7.2M
 ENTROPY = "losses/entropy"  # the policy entropy in a run's metrics.jsonl
+NO_ANALYSIS = "n/a"  # what a gradient fact measures without a gradient analysis
+# What a claim measures when it cannot be checked here, and why.
+UNCHECKED = {NO_RUNS: "lack their runs", NO_ANALYSIS: "lack a gradient analysis"}
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class Claim:
 
 def _format(value: Any, fmt: str) -> str:
     if value is None:
-        return "n/a"
+        return NO_ANALYSIS
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -223,15 +226,20 @@ def markdown_table(title: str | None, rows: list[dict[str, str]], left: tuple[in
 
 
 def verdict_markdown(rows: list[tuple[str, str, str, bool]], runs_dir: str | Path) -> str:
-    """The claims check of the runs in ``runs_dir`` in a line for the report's body: how many figures hold and, by
-    name, those that do not; those with no runs behind them are counted, not listed."""
-    absent = sum(now == NO_RUNS for *_, now, _ in rows)
+    """The claims check of the runs in ``runs_dir`` in a line for the report's body: how many figures it checked
+    and how many of those hold, naming those that do not, then how many it could not check here and why (no runs,
+    no gradient analysis): a figure it could not measure is never called wrong."""
+    unchecked = {why: sum(now == mark for *_, now, _ in rows) for mark, why in UNCHECKED.items()}
     failing = [f"*{says}* (text: {figure}; measured: {now})" for says, figure, now, holds in rows
-               if not holds and now != NO_RUNS]
-    held = len(rows) - len(failing) - absent
-    verdict = f"**{held} of {len(rows)} figures in the text hold on the runs in `{runs_dir}`.**"
-    return (verdict + (f" {absent} have no runs here." if absent else "")
-            + (f" Not holding: {'; '.join(failing)}." if failing else ""))
+               if not holds and now not in UNCHECKED]
+    checked = len(rows) - sum(unchecked.values())
+    why = ", ".join(f"{n} {reason}" for reason, n in unchecked.items() if n)
+    if checked == 0:
+        return f"**None of the text's {len(rows)} figures could be checked on the runs in `{runs_dir}`**: {why}."
+    verdict = f"**{checked - len(failing)} of the {checked} figures checked hold on the runs in `{runs_dir}`"
+    verdict += (f"**: every figure the text cites ({len(rows)})." if checked == len(rows) else
+                f".** {len(rows) - checked} of the text's {len(rows)} could not be checked here: {why}.")
+    return verdict + (f" Not holding: {'; '.join(failing)}." if failing else "")
 
 
 def reproduction_markdown(rows: list[tuple[str, str, str, bool]], runs_dir: str | Path) -> str:
@@ -240,7 +248,7 @@ def reproduction_markdown(rows: list[tuple[str, str, str, bool]], runs_dir: str 
     analysis)."""
     same = [f"*{says}* ({figure})" for says, figure, _, holds in rows if holds]
     other = [f"*{says}* ({figure} in the text, {now} in yours)" for says, figure, now, holds in rows
-             if not holds and now not in (NO_RUNS, "n/a")]
+             if not holds and now not in UNCHECKED]
     lines = [f"**Your runs in `{runs_dir}` reproduce {len(same)} of the text's {len(rows)} figures**"
              + (f": {'; '.join(same)}." if same else ".")]
     lines += [f"They give {len(other)} otherwise: {'; '.join(other)}."] if other else []
@@ -252,5 +260,6 @@ def reproduction_markdown(rows: list[tuple[str, str, str, bool]], runs_dir: str 
 def claims_markdown(rows: list[tuple[str, str, str, bool]]) -> str:
     """The claims check as a Markdown table: each figure as the text gives it, as measured, and whether it holds."""
     return markdown_table(None, [{"claim": says, "in the text": figure, "measured": now,
-                                  "holds": "yes" if holds else "**no**"} for says, figure, now, holds in rows],
+                                  "holds": "yes" if holds else "not checked" if now in UNCHECKED else "**no**"}
+                                 for says, figure, now, holds in rows],
                           left=(0, 1, 2, 3))

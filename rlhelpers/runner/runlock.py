@@ -32,13 +32,13 @@ import secrets
 import socket
 import sys
 import time
-import warnings
 from pathlib import Path
 
 from rlhelpers.core.errors import RLHelpersError, write_error
 from rlhelpers.runner.files import LOCK_FILE, write_atomically
 
 POLL_S = 0.05  # between two looks at a claim that another process holds
+TEST_STALE_AFTER_ENV = "RLHELPERS_TEST_STALE_AFTER_S"  # test-only: seconds after which a heartbeat is stale
 
 
 def _pid_alive(pid: int) -> bool:
@@ -95,6 +95,8 @@ class RunLock:
     beat_every_s = 30.0  # seconds between two writes of the heartbeat
 
     def __init__(self, run_dir: str | os.PathLike, file_name: str = LOCK_FILE, what: str | None = None) -> None:
+        if os.environ.get(TEST_STALE_AFTER_ENV):  # test-only: a reconnect that need not wait 5 minutes
+            self.stale_after_s = float(os.environ[TEST_STALE_AFTER_ENV])
         self.path = Path(run_dir) / file_name
         self.what = what or f"run {self.path.parent.name}"  # how messages name the lock
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "token": secrets.token_hex(8)}
@@ -214,9 +216,9 @@ class RunLock:
                     raise self._refusal(owner, "")
                 if not self._wait_until_stale(owner):
                     continue
-            if self._take_over(raw):
-                warnings.warn(f"taking over {self.what} from dead owner ({_describe(owner)})" if owner
-                              else f"taking over {self.what}: its lock file is unreadable", stacklevel=2)
+            if self._take_over(raw):  # one plain line: what happened is expected after a reconnect
+                print(f"taking over {self.what} from dead owner ({_describe(owner)})" if owner
+                      else f"taking over {self.what}: its lock file is unreadable", file=sys.stderr, flush=True)
                 return
 
     def heartbeat(self) -> None:
