@@ -119,9 +119,10 @@ def init_run(project: str, entity: str | None, name: str, run_id: str, config: d
     alone: the caller says where the run is."""
     import wandb  # here, not at the top: the key and mode functions above serve every command, wandb loads slowly
 
-    try:
-        run = wandb.init(project=project, entity=entity, name=name, id=run_id, resume="allow", config=config,
-                         mode=mode, settings=wandb.Settings(silent=True, console="off"))
+    try:  # resume only online: offline, wandb before 0.28 ignores it with a warning in the cell
+        run = wandb.init(project=project, entity=entity, name=name, id=run_id, config=config, mode=mode,
+                         resume="allow" if mode == "online" else None,
+                         settings=wandb.Settings(silent=True, console="off"))
     except wandb.errors.Error as exc:
         raise RLHelpersError(f"W&B refused run {run_id} of {name}: {exc}") from exc
     run.define_metric("global_step")
