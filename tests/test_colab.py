@@ -251,4 +251,4 @@ def test_the_colab_hand_in_survives_a_disconnect_and_shows_the_committed_runs(co
     student = _section(html, "Your analysis")
     assert "Your own words (the assignment asks for them)" in student
     print(f"Colab rehearsal: {time.monotonic() - started:.0f} s; killed at step {killed_at:,} after evaluations "
-          f"{evaluated}; resumed to {steps}")
+          f"{evaluated}; resumed to {steps}; sessions start at {[p['start_step'] for p in after['provenance']]}")
