@@ -11,6 +11,7 @@ calls; it schedules nothing itself.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -34,7 +35,14 @@ class TrainJob(submitit.helpers.Checkpointable):
         self.process: subprocess.Popen | None = None
 
     def __call__(self) -> int:
-        self.process = start_training(self.run, Path(self.runs_dir), self.train_args)
+        # SLURM sends its warning before a time limit or a preemption (USR2) to every process of the job: the
+        # training would die of it and lose its steps since the last checkpoint. Blocked while the training
+        # starts, the signal stays blocked in it, and reaches submitit's handler here once unblocked.
+        unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+        try:
+            self.process = start_training(self.run, Path(self.runs_dir), self.train_args)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
         # Polled, not wait()ed: ``checkpoint`` runs in a signal handler and must be able to wait for the process
         # itself (a wait() interrupted there would still hold the process's lock).
         try:
