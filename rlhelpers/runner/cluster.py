@@ -5,8 +5,8 @@ Each unfinished run becomes one job of a SLURM job array. A job runs the same re
 ``<runs_dir>/<run>/train.log``. Near its time limit, or when it is preempted, SLURM signals the job;
 submitit then calls ``TrainJob.checkpoint``, which stops the training with SIGTERM (it checkpoints and
 exits) and hands submitit the same job to requeue, which resumes from that checkpoint. Each run's lock
-keeps two jobs off one run. What SLURM and submitit do (queueing, requeueing, arrays), this module
-calls; it schedules nothing itself.
+keeps two jobs off one run: a job that finds its run trained by another says so in its log and ends. What
+SLURM and submitit do (queueing, requeueing, arrays), this module calls; it schedules nothing itself.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.files import TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
+from rlhelpers.runner.runlock import RunLock, holder
 
 SLURM_FOLDER = "slurm"  # submitit's job files and logs, in the runs directory
 
@@ -34,7 +35,7 @@ class TrainJob(submitit.helpers.Checkpointable):
         self.run, self.runs_dir, self.train_args = run, runs_dir, train_args
         self.process: subprocess.Popen | None = None
 
-    def __call__(self) -> int:
+    def __call__(self) -> None:
         # SLURM sends its warning before a time limit or a preemption (USR2) to every process of the job: the
         # training would die of it and lose its steps since the last checkpoint. Blocked while the training
         # starts, the signal stays blocked in it, and reaches submitit's handler here once unblocked.
@@ -50,10 +51,13 @@ class TrainJob(submitit.helpers.Checkpointable):
                 time.sleep(1.0)
         finally:  # a cancelled job (SIGINT in submitit's local jobs) stops its run (it checkpoints on SIGTERM)
             stop_training([self.process])
-        if code != 0:
+        if code == 0:
+            return
+        owner = RunLock(Path(self.runs_dir) / self.run.name).live_owner()
+        if owner is None:
             raise RLHelpersError(f"{self.run.name} ended with exit code {code}: see "
                                  f"{Path(self.runs_dir) / self.run.name / TRAIN_LOG}")
-        return code
+        print(f"{self.run.name}: trained by another process ({holder(owner)}); this job leaves it alone")
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
         """Time limit or preemption: stop the training if it runs (it checkpoints on SIGTERM), then requeue a
