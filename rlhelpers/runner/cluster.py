@@ -5,8 +5,10 @@ Each unfinished run becomes one job of a SLURM job array. A job runs the same re
 ``<runs_dir>/<run>/train.log``. Near its time limit, or when it is preempted, SLURM signals the job;
 submitit then calls ``TrainJob.checkpoint``, which stops the training with SIGTERM (it checkpoints and
 exits) and hands submitit the same job to requeue, which resumes from that checkpoint. Each run's lock
-keeps two jobs off one run: a job that finds its run trained by another says so in its log and ends. What
-SLURM and submitit do (queueing, requeueing, arrays), this module calls; it schedules nothing itself.
+keeps two jobs off one run: a job that finds its run trained by another says so in its log and ends. Jobs that
+SLURM would refuse, or keep pending for ever (a bad partition, more CPUs than a node has), are refused before
+anything is submitted (``sbatch --test-only``). What SLURM and submitit do (queueing, requeueing, arrays), this
+module calls; it schedules nothing itself.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ def submit_runs(config: TrainConfig, train_args: list[str], runs: list[CampaignR
     if not runs:
         print("nothing to submit: every run is finished or being trained")
         return []
+    if cluster == "slurm":
+        _check_request(partition, time_min, gpus, cpus)
     runs_dir = Path(config.runs_dir).resolve()
     try:
         executor = submitit.AutoExecutor(folder=runs_dir / SLURM_FOLDER, cluster=cluster,
@@ -95,3 +99,21 @@ def submit_runs(config: TrainConfig, train_args: list[str], runs: list[CampaignR
     print(f"submitit's files: {runs_dir / SLURM_FOLDER}; `python -m rlhelpers status --runs-dir {runs_dir}` "
           "shows the runs")
     return jobs
+
+
+def _check_request(partition: str | None, time_min: int, gpus: int, cpus: int) -> None:
+    """Ask SLURM whether it would run one job of the request (``sbatch --test-only``, which submits nothing):
+    a bad partition or more than a node has is refused here, rather than submitted to pend for ever."""
+    request = [*([f"--partition={partition}"] if partition else []), f"--time={time_min}", f"--cpus-per-task={cpus}",
+               *([f"--gpus-per-node={gpus}"] if gpus else [])]
+    try:
+        test = subprocess.run(["sbatch", "--test-only", *request, "--wrap=true"], capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RLHelpersError(f"sbatch did not answer ({exc}): submit from a node of the cluster, or try the jobs "
+                             "here with --cluster local") from exc
+    if test.returncode != 0:
+        reason = test.stderr.strip().splitlines()[-1] if test.stderr.strip() else f"exit code {test.returncode}"
+        raise RLHelpersError(f"SLURM would not run these jobs: {reason} (--partition {partition or '(default)'} "
+                             f"--cpus-per-job {cpus} --gpus-per-job {gpus} --time-min {time_min}); `sinfo` lists the "
+                             "partitions and their nodes")
