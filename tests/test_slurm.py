@@ -5,7 +5,8 @@ The cluster starts where ``CI`` or ``RLHELPERS_SLURM=1`` asks for it, as root; e
 the reason. Under CI a cluster that cannot start fails them.
 
 Where a test interrupts a run, it first holds the training still (SIGSTOP), so that the run stops at a step the
-test knows however fast the machine is; SLURM's own SIGCONT (scancel), or the test's, lets it go on.
+test knows however fast the machine is; SLURM's own SIGCONT (scancel, some updates), or the test's, lets it go
+on.
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ def held_at(run: Path, step: int) -> int:
     return pid
 
 
+def go_on(pid: int) -> None:
+    """Let a held training go on (SIGCONT), unless it has ended: SLURM continues a job's processes too, before
+    some of its signals and when it updates the job."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
+
+
 def assert_resumed_once(run: Path) -> None:
     """The run ended at its budget after two sessions, the second from the first's checkpoint; the evaluations,
     one per 500 steps, are neither lost nor repeated."""
@@ -135,7 +143,7 @@ def interrupt_and_resume(runs: Path, capsys: pytest.CaptureFixture, time_min: in
         # keeps when requeued.
         slurm_cli("scontrol", "update", f"JobId={job}", f"TimeLimit={time_min}")
     finally:
-        os.kill(pid, signal.SIGCONT)  # the SIGTERM of submitit's checkpoint is waiting in it
+        go_on(pid)  # the SIGTERM of submitit's checkpoint is waiting in it
     wait_for(lambda: finished(run, BUDGET) and job not in queue(), "the requeued job to finish the run")
     assert_resumed_once(run)
     return job_log(runs, job)
@@ -195,7 +203,7 @@ def test_two_jobs_of_one_run_never_train_it_at_once(tmp_path: Path, cluster: Non
         wait_for(lambda: any("trained by another process" in job_log(runs, job) for job in jobs),
                  "one job to leave the run to the other")
     finally:
-        os.kill(pid, signal.SIGCONT)
+        go_on(pid)
     wait_for(lambda: finished(run, BUDGET) and not set(jobs) & set(queue()), "the other job to finish the run")
     [loser] = [job for job in jobs if "trained by another process" in job_log(runs, job)]
     assert f"a2c_seed-0: trained by another process (host {socket.gethostname()}, pid {pid}); this job leaves it " \
