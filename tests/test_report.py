@@ -184,8 +184,8 @@ def test_short_pong_run(tmp_path: Path) -> None:
     assert "No gradient analysis in the figures folder" in text  # the mechanism cell, with no analysis
     assert "#### Your runs against the text" in text and "**Your runs in `my_runs` reproduce 0 of the text's" in text
     assert "*task2 passes 18, seed 0* (9.9M in the text, not reached in yours)" in text  # in 40 steps
-    assert re.search(r"\*\*\d+ of the \d+ figures checked hold on the runs in `runs`\.\*\* \d+ of the text's \d+ could not "
-                     r"be checked here: \d+ lack their runs, \d+ lack a gradient analysis\.", text)
+    assert re.search(r"\*\*\d+ of the \d+ figures checked hold on the runs in `runs`\.\*\* \d+ of the text's \d+ "
+                     r"could not be checked here: \d+ lack their runs, \d+ lack a gradient analysis\.", text)
     history = _history(tmp_path, "task2_seed-0", "my_runs")
     assert history["config"]["env_id"] == "PongNoFrameskip-v4" and history["config"]["stop_return"] == 18.0
     assert [point["step"] for point in history["history"]] == [0, 40]
