@@ -28,11 +28,12 @@ def requirements_txt() -> dict[str, Requirement]:
 
 
 def pyproject_requirements() -> dict[str, Requirement]:
-    """``dependencies`` and the ``report`` extra of pyproject.toml (read as text: tomllib needs Python 3.11)."""
+    """``dependencies`` and the ``report`` extra of pyproject.toml with the ``colab`` extra it names (read as text:
+    tomllib needs Python 3.11)."""
     text = (ROOT / "pyproject.toml").read_text()
-    blocks = [re.search(r"^dependencies = \[(.*?)\]", text, re.S | re.M).group(1),
-              re.search(r"^report = \[(.*?)\]", text, re.S | re.M).group(1)]
-    specs = [spec for block in blocks for spec in re.findall(r'"([^"]+)"', block)]
+    blocks = [re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M).group(1),
+              *(re.search(rf"^{extra} = \[(.*)\]$", text, re.M).group(1) for extra in ("colab", "report"))]
+    specs = [spec for block in blocks for spec in re.findall(r'"([^"]+)"', block) if spec != "rlhelpers[colab]"]
     return {req.name: req for req in map(Requirement, specs)}
 
 
