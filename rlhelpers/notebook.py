@@ -162,21 +162,29 @@ def run_config(algo: str, experiment: Experiment | None, **options: Any) -> Trai
 def committed_root(repo_url: str) -> Path:
     """The folder holding the committed ``runs/`` and ``figures/`` that the written analysis is about: the working
     directory in a clone of the repository. Without one (Colab installs the package, not the repository), a
-    shallow, sparse, blob-less fetch of just those two folders from ``repo_url`` (about 16 MB: histories, metrics
-    and figures, no policies or checkpoints) into ``COMMITTED_FOLDER``, made once per machine."""
+    shallow, sparse, blob-less fetch of just those two folders from ``repo_url`` (about 15 MB: histories, metrics
+    and figures, no policies or checkpoints) into ``COMMITTED_FOLDER``, made once per machine. A ``repo_url`` that
+    ends in ``@<commit>`` (or a branch or tag), as pip takes it, fetches that commit's."""
     root = Path(COMMITTED_FOLDER)
     if run_dirs(PONG.runs_dir) or not repo_url:
         return Path(".")
     if not run_dirs(root / PONG.runs_dir):
         print(f"Fetching the committed runs' histories and figures from {repo_url} into {root.resolve()}")
         shutil.rmtree(root, ignore_errors=True)
-        clone = ["clone", "--quiet", "--depth", "1", "--filter=blob:none", "--no-checkout", repo_url, str(root)]
-        for command in (clone, ["-C", str(root), "sparse-checkout", "set", "--no-cone", *COMMITTED_PATHS],
-                        ["-C", str(root), "checkout", "--quiet"]):
+        head, _, last = repo_url.rpartition("/")
+        name, _, revision = last.partition("@")
+        in_root = ["-C", str(root)]
+        for command in (["init", "--quiet", str(root)], [*in_root, "remote", "add", "origin", f"{head}/{name}"],
+                        [*in_root, "sparse-checkout", "set", "--no-cone", *COMMITTED_PATHS],
+                        [*in_root, "fetch", "--quiet", "--depth", "1", "--filter=blob:none", "origin",
+                         revision or "HEAD"],
+                        [*in_root, "checkout", "--quiet", "FETCH_HEAD"]):
             done = subprocess.run(["git", *command], capture_output=True, text=True)
             if done.returncode != 0:
-                raise RLHelpersError(f"cannot fetch the committed runs from {repo_url}: git {command[0]} said "
-                                     f"{(done.stderr.strip() or str(done.returncode)).splitlines()[0]}; check repo_url")
+                what = command[2] if command[0] == "-C" else command[0]
+                raise RLHelpersError(f"cannot fetch the committed runs from {repo_url}: git {what} said "
+                                     f"{(done.stderr.strip() or str(done.returncode)).splitlines()[0]}; check "
+                                     "repo_url")
         shutil.rmtree(root / ".git")  # the files are all the report reads
     return root
 

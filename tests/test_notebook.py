@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -154,3 +155,33 @@ def test_notebook_defaults_follow_the_environment() -> None:
     asteroids = run_config("AsteroidsNoFrameskip-v4")  # a game without an experiment: the run defaults
     assert (asteroids.stop_return, asteroids.eval_interval, asteroids.life_loss) == (None, 300_000, False)
     assert notebook.report_runs(None) == (("a2c", "task1", "task2"), (0, 100))  # "all" on it: the report's six
+
+
+def test_outside_a_clone_the_committed_runs_are_fetched_from_repo_url_at_its_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip installs the package, not the repository: the report fetches the committed runs' histories and figures,
+    without a .pt file, from ``repo_url``, or from the commit its ``@<commit>`` names (as pip pins one)."""
+    root = NOTEBOOK.parent
+    repo = tmp_path / "repo.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", root, repo], check=True)
+    subprocess.run(["git", "-C", repo, "config", "uploadpack.allowFilter", "true"], check=True)
+    older = subprocess.run(["git", "-C", repo, "rev-list", "-1", "HEAD", "--", "runs/breakout/task1_seed-0"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    for name, url in (("head", f"file://{repo}"), ("pinned", f"file://{repo}@{older}")):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        fetched = notebook.committed_root(url)
+        assert fetched == Path(notebook.COMMITTED_FOLDER) and not (fetched / ".git").exists()
+        files = [p for p in fetched.rglob("*") if p.is_file()]
+        assert not [p for p in files if p.suffix == ".pt"] and (fetched / "figures" / "analysis.json").exists()
+        listed = subprocess.run(["git", "-C", repo, "ls-tree", "-r", "--name-only", url.rpartition("@")[2]
+                                 if name == "pinned" else "HEAD", "runs"], capture_output=True, text=True,
+                                check=True).stdout.split()
+        assert sorted(str(p.relative_to(fetched)) for p in files if p.parts[1] == "runs") == sorted(
+            path for path in listed if not path.endswith(".pt"))
+        assert notebook.committed_root(url) == fetched  # fetched once
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RLHelpersError, match=r"cannot fetch the committed runs from file:///nowhere.git: git fetch "):
+        notebook.committed_root("file:///nowhere.git")
+    monkeypatch.chdir(root)
+    assert notebook.committed_root(f"file://{repo}") == Path(".")  # in a clone, its own runs
