@@ -1,4 +1,4 @@
-"""The GPU table of the throughput benchmark (``python -m bench.throughput --device cuda``).
+"""The GPU table of the throughput benchmark: ``python -m bench.gpu`` (``--help`` for its options).
 
 Two shapes of machine, each with the one GPU: Colab's (the process and its threads confined to the first 2 CPUs it
 may use, with ``os.sched_setaffinity``; each row checks from its threads' allowed CPUs that the confinement took
@@ -17,14 +17,18 @@ Every figure is environment steps per second (summed over envs, and over the run
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
+import signal
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
-from bench.throughput import ROOT, Row, paired_ratio, rlhelpers_run
+from bench import throughput
+from bench.throughput import ROOT, Row, measure_in_time, paired_ratio, rlhelpers_run
 
 COLAB_CORES = 2  # a Colab GPU runtime's CPU cores
 SAMPLES = 3  # timed windows per row
@@ -177,3 +181,39 @@ def render(table: list[Row], info: dict[str, str], command: str, seconds: float,
     lines += [f"| {what} | {figure} | | {detail} |" for what, figure, detail in projection(table)]
     lines += ["", timing(table, seconds), "", "Machine:", ""] + [f"- {key}: {value}" for key, value in info.items()]
     return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse options, measure the rows in order until the budget is spent, and write the table after every row."""
+    parser = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 2 envs, short windows (figures not comparable); without a GPU, on the CPU")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="measured seconds per window of a row (default 2; 0.2 with --quick)")
+    parser.add_argument("--output", type=Path, default=Path(__file__).with_name("gpu_results.md"),
+                        help="markdown file for the table, written after every row (default bench/gpu_results.md)")
+    parser.add_argument("--budget-s", type=float, default=None,
+                        help="measure no row that would end later than this many seconds from the start (default: no "
+                             "limit); the rows left are listed as not measured")
+    parser.add_argument("--rows", type=int, default=None, help="only the table's first ROWS rows")
+    args = parser.parse_args(argv)
+    import torch
+
+    if not (torch.cuda.is_available() or args.quick):
+        parser.error("torch sees no CUDA device here (--quick runs the rows on the CPU)")
+    # On SIGTERM (as from timeout) end by an exception, so that measure kills the processes of the row it measures.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    seconds = args.seconds or (0.2 if args.quick else 2.0)
+    common = {"n_envs": 2 if args.quick else 16, "n_steps": 5, "warmup": 1 if args.quick else 5, "seconds": seconds,
+              "device": "cuda" if torch.cuda.is_available() else "cpu", "samples": SAMPLES}
+    table = table_rows(args.quick)[:args.rows]
+    info = {**throughput.machine_info(), **machine_info()}
+    command = "python -m bench.gpu" + (" --quick" if args.quick else "")
+    measure_in_time(table, common, args.budget_s,
+                    lambda: args.output.write_text(render(table, info, command, seconds, common["n_envs"])))
+    print(args.output.read_text())
+    print(f"written to {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,7 @@
 # 1. install: the wheels of .whl/ into a temporary folder on PYTHONPATH, with the repository itself (a dry run
 #    without wheels uses the installed packages); the versions, and the GPU, which a real run requires.
 # 2. cuda tests: pytest -m cuda tests/test_cuda.py in up to 8 processes, for at most TESTS_S seconds.
-# 3. benchmark: python -m bench.throughput --device cuda, its rows in order of need (bench/gpu.py), each the median
+# 3. benchmark: python -m bench.gpu, its rows in order of need (bench/gpu.py), each the median
 #    of 3 windows, for the time the check has left; the rows that do not fit are listed as not measured.
 # 4. left running: every process of the check (GPU_CHECK_ID in its environment) still alive is killed, and named.
 #
@@ -27,7 +27,7 @@ out=${OUT:-bench}
 budget=${BUDGET_S:-360}
 tests_s=${TESTS_S:-150}
 dry=
-bench_args=(--device cuda --output "$out/gpu_bench.md" ${ROWS:+--rows "$ROWS"})
+bench_args=(--output "$out/gpu_bench.md" ${ROWS:+--rows "$ROWS"})
 if [ "${1:-}" = --dry-run ]; then
     dry=" --dry-run"
     bench_args+=(--quick)
@@ -134,7 +134,7 @@ elif [ "$left" -lt 20 ]; then
     failed+=("benchmark: no time left")
     phase benchmark "$t" "not run: $left s left of the check's $budget s"
 else
-    timeout -k 5 "$left" "$python" -m bench.throughput "${bench_args[@]}" --budget-s "$((left - 10))" \
+    timeout -k 5 "$left" "$python" -m bench.gpu "${bench_args[@]}" --budget-s "$((left - 10))" \
         > "$out/gpu_bench.log" 2>&1
     code=$?
     result=$(grep -o "[0-9]* of [0-9]* rows measured" "$out/gpu_bench.md" 2>/dev/null || echo "no row measured")

@@ -108,7 +108,8 @@ def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
         return ReferenceA2C(ENV_ID, n_envs, n_steps, device=device_name).train_iteration, n_envs * n_steps
     from bench.variants import VARIANTS
     from rlhelpers.core.trainer import Trainer
-    from rlhelpers.runner.config import TrainConfig, resolve_config
+    from rlhelpers.runner.config import TrainConfig
+    from rlhelpers.runner.run import resolve_config
 
     config, device = resolve_config(TrainConfig(algo=spec["algo"], env_id=ENV_ID, n_envs=n_envs, n_steps=n_steps,
                                                 device=device_name, wandb_mode="disabled", **spec.get("options", {})))
@@ -293,7 +294,7 @@ def machine_info() -> dict[str, str]:
     import numpy as np
     import torch
 
-    from rlhelpers.runner.provenance import cpu_model
+    from rlhelpers.runner.run import cpu_model
 
     return {
         "cpu": cpu_model(),
@@ -374,25 +375,15 @@ def measure_in_time(table: list[Row], common: dict[str, Any], budget_s: float | 
 def main(argv: list[str] | None = None) -> None:
     """Parse options, measure every row, print the table and write it to ``--output``."""
     parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="cpu: the CPU table; cuda: the GPU table (bench/gpu.py), Colab's shape and the whole "
-                             "machine, and the report runs' projected time (default cpu)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 2 envs, 1 short repetition (figures not comparable); with --device cuda "
-                             "and no GPU, the GPU table's rows on the CPU")
+                        help="smoke run: 2 envs, 1 short repetition (figures not comparable)")
     parser.add_argument("--reps", type=int, default=None,
                         help="CPU table: repetitions per row (default 3; 1 with --quick)")
     parser.add_argument("--seconds", type=float, default=None,
-                        help="measured seconds per repetition, or per window of a GPU row (default 8; 2 with "
-                             "--device cuda; 0.2 with --quick)")
+                        help="measured seconds per repetition (default 8; 0.2 with --quick)")
     parser.add_argument("--baseline", default=BASELINE, help=f"git revision of the baseline rows (default {BASELINE})")
-    parser.add_argument("--output", type=Path, default=None,
-                        help="markdown file for the table (default bench/results.md; bench/gpu_results.md with "
-                             "--device cuda, written after every row)")
-    parser.add_argument("--budget-s", type=float, default=None,
-                        help="GPU table: measure no row that would end later than this many seconds from the start "
-                             "(default: no limit); the rows left are listed as not measured")
-    parser.add_argument("--rows", type=int, default=None, help="GPU table: only its first ROWS rows")
+    parser.add_argument("--output", type=Path, default=Path(__file__).with_name("results.md"),
+                        help="markdown file for the table (default bench/results.md)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -401,32 +392,16 @@ def main(argv: list[str] | None = None) -> None:
     # On SIGTERM (as from timeout) end by an exception, so that measure kills the processes of the row it measures.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     reps = args.reps or (1 if args.quick else 3)
-    seconds = args.seconds or (0.2 if args.quick else 2.0 if args.device == "cuda" else 8.0)
+    seconds = args.seconds or (0.2 if args.quick else 8.0)
     common = {"n_envs": 2 if args.quick else 16, "n_steps": 5, "warmup": 1 if args.quick else 5, "seconds": seconds}
     info = machine_info()
-    command = "python -m bench.throughput" + (" --device cuda" if args.device == "cuda" else "") + \
-        (" --quick" if args.quick else "")
-    output = args.output or Path(__file__).with_name("gpu_results.md" if args.device == "cuda" else "results.md")
-    if args.device == "cuda":
-        import torch
-
-        from bench import gpu
-
-        if not (torch.cuda.is_available() or args.quick):
-            parser.error("--device cuda: torch sees no CUDA device here (--quick runs the rows on the CPU)")
-        common.update(device="cuda" if torch.cuda.is_available() else "cpu", samples=gpu.SAMPLES)
-        table = gpu.table_rows(args.quick)[:args.rows]
-        info.update(gpu.machine_info())
-        measure_in_time(table, common, args.budget_s,
-                        lambda: output.write_text(gpu.render(table, info, command, seconds, common["n_envs"])))
-        report = output.read_text()
-    else:
-        info["baseline"] = args.baseline
-        table = table_rows()
-        with tempfile.TemporaryDirectory() as tmp:
-            measure_all(table, reps, common, extract(args.baseline, Path(tmp)))
-        report = render(table, info, command, reps, seconds)
-        output.write_text(report)
+    info["baseline"] = args.baseline
+    table = table_rows()
+    with tempfile.TemporaryDirectory() as tmp:
+        measure_all(table, reps, common, extract(args.baseline, Path(tmp)))
+    report = render(table, info, "python -m bench.throughput" + (" --quick" if args.quick else ""), reps, seconds)
+    output = args.output
+    output.write_text(report)
     print()
     print(report)
     print(f"written to {output}")

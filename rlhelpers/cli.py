@@ -10,19 +10,18 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from rlhelpers.core.config import ENV_DEFAULTS
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import mean_return
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report.experiment import EXPERIMENTS
 from rlhelpers.runner.campaign import status_table, train_campaign
-from rlhelpers.runner.config import ARMS, FIELD_TYPES, TrainConfig, whole_number
-from rlhelpers.runner.files import DEFAULT_RUNS_DIR, HISTORY_FILE, RESCORE_FILE
+from rlhelpers.runner.config import ARMS, DEFAULT_RUNS_DIR, FIELD_TYPES, TrainConfig, whole_number
 from rlhelpers.runner.launch import CampaignRun
 from rlhelpers.runner.publish import publish_runs
-from rlhelpers.runner.records import run_dirs
 from rlhelpers.runner.run import train
+from rlhelpers.runner.store import HISTORY_FILE, RESCORE_FILE, run_dirs
 
 
 def _whole_number(text: str) -> int:
@@ -31,6 +30,15 @@ def _whole_number(text: str) -> int:
         return whole_number(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class _Renamed(argparse.Action):
+    """An option's old name: it still works, with a one-line notice of the new one (its ``dest``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"{option_string} is now --{self.dest.replace('_', '-')}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def _add_whole_number(parser: argparse._ActionsContainer, flag: str, default: int, text: str) -> None:
@@ -85,9 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     campaign.add_argument("--experiment", choices=EXPERIMENTS, default="pong",
                           help="the report's experiment whose runs and run settings to train, the options below "
                                "changing them (docs/experiment.md; default: pong)")
-    campaign.add_argument("--algos", nargs="+", choices=ARMS, default=None, metavar="ALGO",
-                          help="train only these algorithms' runs; <algo>-<variant> names a variant's runs "
+    campaign.add_argument("--arms", nargs="+", choices=ARMS, default=None, metavar="ARM",
+                          help="train only these arms' runs: an algorithm, or <algo>-<variant> for a variant's runs "
                                f"({', '.join(ARMS)}; default: the experiment's)")
+    campaign.add_argument("--algos", nargs="+", choices=ARMS, dest="arms", action=_Renamed, help=argparse.SUPPRESS)
     campaign.add_argument("--seeds", nargs="+", type=_whole_number, default=None, metavar="SEED",
                           help="train these seeds of each (default: the experiment's)")
     campaign.add_argument("--parallel", type=_whole_number, default=None,
@@ -187,16 +196,16 @@ def _train(args: argparse.Namespace) -> int | None:
     except KeyboardInterrupt as stopped:  # the step where train checkpointed and stopped, if it got that far
         print(f"{stopped or 'interrupted'}; to resume: `python -m rlhelpers {shlex.join(sys.argv[1:])}`")
         return 130
-    last = result.eval_history[-1]  # a run ends with an evaluation, or is reported from its evaluated history
-    print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
-          f"{mean_return(last):.2f} at step {last['step']:,}")
+    last = result.record.evaluations[-1]  # a run ends with an evaluation, or is reported from its evaluated history
+    print(f"{result.record.path}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
+          f"{last.mean:.2f} at step {last.step:,}")
 
 
 def _campaign(args: argparse.Namespace) -> int:
     """Train or resume all runs of one of the report's experiments, N at a time.
 
     Train or resume the runs of the experiment (Pong's six by default: a2c, task1 and task2 with seeds 0 and 100,
-    each stopping once it passes 18), or of --algos and --seeds, with its game and run settings, seed by seed, each
+    each stopping once it passes 18), or of --arms and --seeds, with its game and run settings, seed by seed, each
     in its own process logging to <runs-dir>/<run>/train.log. Finished runs are skipped; a run
     that another live process trains is waited for, then trained if it is unfinished. Ctrl-C or SIGTERM
     checkpoints and stops every run.
@@ -209,7 +218,7 @@ def _campaign(args: argparse.Namespace) -> int:
                "gpus": args.gpus_per_job, "cpus": args.cpus_per_job, "max_requeues": args.max_requeues}
     try:
         experiment = EXPERIMENTS[args.experiment]
-        return train_campaign({**experiment.options(), **_config_options(args)}, tuple(args.algos or experiment.arms),
+        return train_campaign({**experiment.options(), **_config_options(args)}, tuple(args.arms or experiment.arms),
                               tuple(args.seeds or experiment.seeds), args.parallel,
                               show_progress=sys.stderr.isatty(), slurm=cluster if args.cluster else None)
     except KeyboardInterrupt:  # the runs checkpointed and stopped

@@ -21,9 +21,8 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report.experiment import BREAKOUT, PONG, Experiment
 from rlhelpers.runner.campaign import campaign_runs, check_options
-from rlhelpers.runner.config import TrainConfig, check_choice, validate
-from rlhelpers.runner.files import DEFAULT_RUNS_DIR
-from rlhelpers.runner.records import run_dirs
+from rlhelpers.runner.config import DEFAULT_RUNS_DIR, TrainConfig, check_choice, validate
+from rlhelpers.runner.store import run_dirs
 from rlhelpers.runner.tracking import WANDB_KEY, resolve_wandb_mode, upload_notice
 
 REPORT_ONLY = "none"

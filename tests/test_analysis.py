@@ -29,8 +29,8 @@ from rlhelpers.report.analysis import (
 )
 from rlhelpers.report.results import history_divergence
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.records import read_runs
 from rlhelpers.runner.run import train
+from rlhelpers.runner.store import read_runs
 
 
 def bias_only_model(policy_bias: list[float], q_bias: list[float]) -> torch.nn.Module:

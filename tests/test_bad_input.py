@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlhelpers.cli import main
-from rlhelpers.runner.checkpoint import RunDirectory
+from rlhelpers.runner.store import RunDirectory
 
 
 class GridEnv(gym.Env):

@@ -136,7 +136,8 @@ def test_the_gpu_rows_new_measurements_run_and_reforwarding_keeps_the_update() -
     from bench.throughput import _stepper
     from bench.variants import Reforward
     from rlhelpers.core.trainer import Trainer
-    from rlhelpers.runner.config import TrainConfig, resolve_config
+    from rlhelpers.runner.config import TrainConfig
+    from rlhelpers.runner.run import resolve_config
 
     common = {"n_envs": 2, "n_steps": 5, "device": "cpu"}
     for spec in ({"kind": "evaluation", "algo": "a2c", "n_eval_envs": 2}, {"kind": "rlhelpers", "algo": "task1",

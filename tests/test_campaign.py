@@ -15,17 +15,24 @@ from pathlib import Path
 
 import pytest
 import torch
+from builders import saved
 
 from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.experiment import PONG
 from rlhelpers.runner import campaign
 from rlhelpers.runner.campaign import campaign_parallel, campaign_runs, run_campaign, run_status, status_table
-from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.files import CAMPAIGN_LOCK, LOCK_FILE, METRICS_FILE, TRAIN_LOG
 from rlhelpers.runner.launch import stop_training
-from rlhelpers.runner.metrics_log import read_metrics
+from rlhelpers.runner.store import (
+    CAMPAIGN_LOCK,
+    LOCK_FILE,
+    METRICS_FILE,
+    TEST_WRITE_DELAY_ENV,
+    TRAIN_LOG,
+    RunDirectory,
+    read_metrics,
+)
 
 PONG_RUNS = campaign_runs(PONG.arms, PONG.seeds)
 RUN_NAMES = [run.name for run in PONG_RUNS]
@@ -71,7 +78,9 @@ def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:
     assert running.steps == 800 and running.steps_per_s == pytest.approx(100.0)
     assert running.eta_s == pytest.approx(200 / running.steps_per_s)
     finished = run_status(tmp_path / "a2c_seed-0")
-    assert finished.last.mean == 3.0 and finished.last.sem == pytest.approx(1.0) and finished.best.mean == 3.0
+    last, best = finished.record.last, finished.record.best
+    assert last is not None and best is not None
+    assert last.mean == 3.0 and last.sem == pytest.approx(1.0) and best.mean == 3.0
     table = status_table(tmp_path).splitlines()
     assert [line.split()[0] for line in table[1:]] == ["a2c_seed-0", "a2c_seed-100", "task1_seed-0", "task2_seed-0"]
     assert table[1].split()[:5] == ["a2c_seed-0", "1,000", "3.00", "±", "1.00"]  # the runs present, no others
@@ -105,13 +114,13 @@ def test_campaign_trains_all_runs_skips_finished_and_waits_for_held_ones(tmp_pat
     assert untouched_while_held == [True]
     assert "a2c_seed-0: started" in out  # the released run is trained now
     for name in RUN_NAMES:
-        record = RunDirectory(runs / name).read_history()
+        record = saved(runs / name)
         assert [p["step"] for p in record["history"]] == [0, 500, 1_000], name
         session = record["provenance"][0]
         assert (record["config"]["torch_threads"], session["env_threads"]) == (1, 0)  # the CPU campaign's defaults
         assert "campaign: " in (runs / name / TRAIN_LOG).read_text()
-    starts = sorted((RunDirectory(runs / n).read_history()["provenance"][0]["start_time"],
-                     RunDirectory(runs / n).read_history()["history"][-1]["time"]) for n in RUN_NAMES)
+    starts = sorted((saved(runs / n)["provenance"][0]["start_time"],
+                     saved(runs / n)["history"][-1]["time"]) for n in RUN_NAMES)
     for i, (start, _) in enumerate(starts):  # never more than two runs at once
         assert sum(s <= start < end for s, end in starts[:i]) <= 1
     assert not (runs / CAMPAIGN_LOCK).exists()
@@ -234,13 +243,15 @@ def test_a_campaign_of_other_seeds_and_a_variant_trains_them_seed_by_seed_under_
     runs = tmp_path / "runs"
     write_history(runs / "task1_seed-0", [-21.0])  # a paused report run: not this campaign's business
     args = ["campaign", "--runs-dir", str(runs), "--algos", "a2c", "task1-pg1", "--seeds", "200", "300",
-            "--parallel", "1", "--total-timesteps", "500", *CARTPOLE]
+            "--parallel", "1", "--total-timesteps", "500", *CARTPOLE]  # --algos: the old name of --arms
     assert main(args) == 0
-    started = [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if ": started (pid" in line]
+    out, err = capsys.readouterr()
+    assert err.splitlines()[0] == "--algos is now --arms"
+    started = [line.split(":")[0] for line in out.splitlines() if ": started (pid" in line]
     assert started == ["a2c_seed-200", "task1-pg1_seed-200", "a2c_seed-300", "task1-pg1_seed-300"]
     assert sorted(p.name for p in runs.iterdir()) == sorted([*started, "task1_seed-0"])
     for name in started:
-        config = RunDirectory(runs / name).read_history()["config"]
+        config = saved(runs / name)["config"]
         variant = "pg1" if "-pg1" in name else ""
         assert (config["variant"], config["seed"], config["pg_coef"]) == (variant, int(name[-3:]), 1.0)
     assert main(["status", "--runs-dir", str(runs)]) == 0
@@ -249,7 +260,7 @@ def test_a_campaign_of_other_seeds_and_a_variant_trains_them_seed_by_seed_under_
     assert [line.split()[-1] for line in table[1:]] == ["finished"] * 4 + ["paused"]
 
 
-@pytest.mark.parametrize(("args", "error"), [(["--algos", "a2c-pg1"], "invalid choice: 'a2c-pg1'"),
+@pytest.mark.parametrize(("args", "error"), [(["--arms", "a2c-pg1"], "invalid choice: 'a2c-pg1'"),
                                              (["--seeds", "0", "0"], "each arm and seed once"),
                                              (["--variant", "pg1"], "unrecognized arguments: --variant")])
 def test_a_campaign_refuses_an_arm_that_is_no_variant_and_a_seed_twice(tmp_path: Path, capsys: pytest.CaptureFixture,
@@ -282,7 +293,7 @@ def test_a_campaign_restarted_while_the_killed_ones_runs_still_checkpoint_finish
     Drive). A campaign restarted at once finds those runs held by live processes: it waits for them, then trains
     them, and ends with 0 only when every run is over (or it names the unfinished runs and fails)."""
     runs = tmp_path / "runs"
-    args = ["campaign", "--runs-dir", str(runs), "--algos", "a2c", "task1", "task2", "--seeds", "0",
+    args = ["campaign", "--runs-dir", str(runs), "--arms", "a2c", "task1", "task2", "--seeds", "0",
             "--parallel", "2", *CARTPOLE, "--total-timesteps", "4000", "--eval-interval", "2000"]
     first = subprocess.Popen([sys.executable, "-m", "rlhelpers", *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=dict(os.environ, **{TEST_WRITE_DELAY_ENV: "8"}))
@@ -308,7 +319,7 @@ def test_a_run_stopped_from_outside_is_named_and_the_campaign_fails(tmp_path: Pa
     which was asked to finish it, names it and exits with 1."""
     runs = tmp_path / "runs"
     run = runs / "a2c_seed-0"
-    proc = subprocess.Popen([sys.executable, "-m", "rlhelpers", "campaign", "--runs-dir", str(runs), "--algos", "a2c",
+    proc = subprocess.Popen([sys.executable, "-m", "rlhelpers", "campaign", "--runs-dir", str(runs), "--arms", "a2c",
                              "--seeds", "0", "--total-timesteps", "10000000", *CARTPOLE], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -349,11 +360,11 @@ def test_stop_training_sends_sigterm_to_the_running_and_leaves_the_ended_alone()
 
 def test_a_campaign_passes_the_game_settings_to_its_runs(tmp_path: Path) -> None:
     """True/False options reach each run as flags (``--life-loss``, ``--no-fire-reset``), not as text."""
-    args = ["campaign", "--runs-dir", str(tmp_path), "--algos", "a2c", "--seeds", "0", "--parallel", "1",
+    args = ["campaign", "--runs-dir", str(tmp_path), "--arms", "a2c", "--seeds", "0", "--parallel", "1",
             "--env-id", "BreakoutNoFrameskip-v4", "--life-loss", "--no-fire-reset", "--n-envs", "2",
             "--total-timesteps", "20", "--n-eval-episodes", "1", "--n-eval-envs", "1", "--wandb-mode", "disabled"]
     assert main(args) == 0
-    config = RunDirectory(tmp_path / "a2c_seed-0").read_history()["config"]
+    config = saved(tmp_path / "a2c_seed-0")["config"]
     assert (config["env_id"], config["life_loss"], config["fire_reset"]) == ("BreakoutNoFrameskip-v4", True, False)
     assert status_table(tmp_path).splitlines()[1].endswith("finished (life_loss)")  # status shows them
 

@@ -14,7 +14,7 @@ import pytest
 from rlhelpers.report import claims
 from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown, verdict_markdown
 from rlhelpers.report.experiment import BREAKOUT
-from rlhelpers.runner.records import RunRecord
+from rlhelpers.runner.store import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"

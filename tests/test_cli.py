@@ -53,7 +53,7 @@ def test_campaign_passes_on_only_the_options_given() -> None:
     args = vars(build_parser().parse_args(["campaign", "--lr", "0.01", "--total-timesteps", "5000"]))
     cluster = {"cluster": None, "partition": None, "time_min": 240, "gpus_per_job": 0, "cpus_per_job": 2,
                "max_requeues": 30}
-    assert args == {"command": "campaign", "experiment": "pong", "algos": None, "seeds": None, "parallel": None,
+    assert args == {"command": "campaign", "experiment": "pong", "arms": None, "seeds": None, "parallel": None,
                     **cluster, "lr": 0.01, "total_timesteps": 5000}  # the experiment's arms and seeds: --experiment
 
 

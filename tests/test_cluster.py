@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 import waiting
+from builders import saved
 
 from rlhelpers.cli import main
 from rlhelpers.runner.campaign import train_campaign
-from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.files import TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun
+from rlhelpers.runner.store import TRAIN_LOG, RunDirectory
 
 CARTPOLE = dict(env_id="CartPole-v1", n_envs=4, eval_interval=500, n_eval_episodes=2, n_eval_envs=2,
                 stop_return=1000.0, wandb_mode="disabled", device="cpu")
@@ -44,12 +44,8 @@ def sigint_interrupts() -> Iterator[None]:
 wait_for = functools.partial(waiting.wait_for, timeout_s=180.0, poll_s=0.5)
 
 
-def history(run: Path) -> dict:
-    return RunDirectory(run).read_history() or {}
-
-
 def last_step(run: Path) -> int:
-    evaluations = history(run).get("history") or [{"step": -1}]
+    evaluations = saved(run).get("history") or [{"step": -1}]
     return evaluations[-1]["step"]
 
 
@@ -60,14 +56,14 @@ def finished(run: Path, step: int) -> bool:
 def test_the_campaign_trains_two_runs_as_submitit_jobs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
     runs = tmp_path / "runs"
-    args = ["campaign", "--cluster", "local", "--algos", "a2c", "--runs-dir", str(runs), "--total-timesteps", "1000",
+    args = ["campaign", "--cluster", "local", "--arms", "a2c", "--runs-dir", str(runs), "--total-timesteps", "1000",
             "--time-min", "10", *CARTPOLE_ARGS]
     assert main(args) == 0
     assert "a2c_seed-0: submitted as job" in capsys.readouterr().out
     names = ["a2c_seed-0", "a2c_seed-100"]
     wait_for(lambda: all(finished(runs / n, 1000) for n in names), "both jobs to train their runs to step 1,000")
     for name in names:
-        assert [p["step"] for p in history(runs / name)["history"]] == [0, 500, 1000]
+        assert [p["step"] for p in saved(runs / name)["history"]] == [0, 500, 1000]
         assert "campaign: " in (runs / name / TRAIN_LOG).read_text()
     assert main(args) == 0  # everything is finished: nothing is submitted
     out = capsys.readouterr().out
@@ -92,11 +88,11 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
     stopped_at = RunDirectory(run).load_latest_checkpoint()["num_timesteps"]
 
     budget = stopped_at + 1000
-    assert train_campaign(dict(options, total_timesteps=budget), algos=("task1",), seeds=(0, 100),
+    assert train_campaign(dict(options, total_timesteps=budget), arms=("task1",), seeds=(0, 100),
                           slurm={"time_min": 10, "cluster": "local"}) == 0
     both = [run, runs / "task1_seed-100"]  # the other seed is submitted too, from step 0
     wait_for(lambda: all(finished(r, budget) for r in both), "both runs to finish")
-    assert [s["start_step"] for s in history(run)["provenance"]] == [0, stopped_at]
+    assert [s["start_step"] for s in saved(run)["provenance"]] == [0, stopped_at]
 
 
 def test_an_interrupted_job_stops_its_training_which_checkpoints(tmp_path: Path) -> None:
@@ -143,7 +139,7 @@ def test_a_job_at_its_time_limit_is_requeued_and_resumes(tmp_path: Path) -> None
                         [CampaignRun("a2c", "", 0)], time_min=1, cluster="local")
 
     def resumed() -> bool:
-        sessions = history(run).get("provenance", [])
+        sessions = saved(run).get("provenance", [])
         return len(sessions) >= 2 and last_step(run) > sessions[1]["start_step"]
 
     try:
@@ -151,7 +147,7 @@ def test_a_job_at_its_time_limit_is_requeued_and_resumes(tmp_path: Path) -> None
     finally:
         job.cancel()
     wait_for(lambda: not (run / "owner.json").exists(), "the cancelled run to stop")
-    starts = [s["start_step"] for s in history(run)["provenance"]]
+    starts = [s["start_step"] for s in saved(run)["provenance"]]
     assert starts[0] == 0 < starts[1]
     assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
 

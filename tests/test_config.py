@@ -132,7 +132,7 @@ def test_an_agent_config_alone_is_complete_and_trains() -> None:
     try:
         stats = trainer.train_iteration()
         assert trainer.num_timesteps == config.batch_size == 40 and stats["loss"] == stats["loss"]  # not NaN
-        assert len(trainer.evaluate(0)["returns"]) == 2
+        assert len(trainer.evaluate(0).returns) == 2
     finally:
         trainer.close()
 

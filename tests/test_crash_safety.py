@@ -24,13 +24,20 @@ from pathlib import Path
 
 import pytest
 import torch
+from builders import saved
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV, RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.files import LOCK_FILE, METRICS_FILE, checkpoint_name
-from rlhelpers.runner.metrics_log import read_metrics
 from rlhelpers.runner.run import train
+from rlhelpers.runner.store import (
+    LOCK_FILE,
+    METRICS_FILE,
+    TEST_WRITE_DELAY_ENV,
+    RunDirectory,
+    checkpoint_name,
+    load_model,
+    read_metrics,
+)
 
 EVAL_INTERVAL = 200  # a multiple of the batch (4 envs x 5 steps), so evaluations land exactly on it
 RESUME_LINE = re.compile(r"\S+: resuming from step ([\d,]+)")
@@ -56,7 +63,7 @@ def cartpole(tmp_path: Path, **overrides: object) -> TrainConfig:
 
 
 def history_steps(run_dir: RunDirectory) -> list[int]:
-    return [record["step"] for record in run_dir.read_history()["history"]]
+    return [record["step"] for record in saved(run_dir.path)["history"]]
 
 
 def load_all(run_dir: RunDirectory) -> dict[int, dict]:
@@ -121,15 +128,14 @@ def _check_after_kill(run_dir: RunDirectory) -> int | None:
     checkpoints = load_all(run_dir)
     assert len(checkpoints) <= KEEP + 1  # one more if the kill fell between the rename and the pruning
     if not checkpoints:
-        record = run_dir.read_history()
-        assert record is None or record["history"] == [], "evaluation history without any checkpoint"
+        assert saved(run_dir.path).get("history", []) == [], "evaluation history without any checkpoint"
         return None
     newest = checkpoints[max(checkpoints)]
-    record = run_dir.read_history()
-    assert record is not None and record["wandb_run_id"] == newest["wandb_run_id"]
+    record = saved(run_dir.path)
+    assert record["wandb_run_id"] == newest["wandb_run_id"]
     # eval_history.json may lag the checkpoint by the one point being saved, never lead or differ from it.
-    saved, written = newest["eval_history"], record["history"]
-    assert written == saved[:len(written)] and len(saved) - len(written) <= 1
+    kept, written = newest["eval_history"], record["history"]
+    assert written == kept[:len(written)] and len(kept) - len(written) <= 1
     return max(checkpoints)
 
 
@@ -188,7 +194,7 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     assert newest_before is None or resumed == newest_before  # the last life resumed, never started over
     assert kills >= 20 and kills_mid_write >= 5
     assert resumes == sorted(resumes) and len(resumes) >= 10 and resumes[-1] > 0
-    record = run_dir.read_history()
+    record = saved(run_dir.path)
     steps = [point["step"] for point in record["history"]]
     expected = list(range(0, TOTAL_STEPS + 1, FI_EVAL_INTERVAL))
     assert steps == expected  # strictly increasing, no duplicates, no gaps, nothing lost
@@ -238,7 +244,7 @@ def test_truncated_checkpoint_falls_back_to_previous_one(tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert resumed_from(err) == 200 and f"moved the broken {newest.name} aside as {newest.name}.broken" in err
     assert (run_dir.path / f"{newest.name}.broken").read_bytes() == broken
-    assert [point["step"] for point in result.eval_history] == [0, 200, 400, 600]
+    assert [e.step for e in result.record.evaluations] == [0, 200, 400, 600]
     assert history_steps(run_dir) == [0, 200, 400, 600]
     assert sorted(load_all(run_dir)) == [200, 400, 600]  # a good 400 was written in its place
 
@@ -276,7 +282,7 @@ def test_no_loadable_checkpoint_with_history_is_an_error(tmp_path: Path) -> None
         path.unlink()
     finished = train(config, show_progress=False)  # its history shows it done: reported, not an error
     assert finished.stop_reason == "finished earlier" and finished.num_timesteps == 400
-    assert finished.eval_history == json.loads(history)["history"]
+    assert [e.to_dict() for e in finished.record.evaluations] == json.loads(history)["history"]
     unfinished = json.loads(history)
     unfinished["config"]["total_timesteps"] = 800  # a run stopped before its budget
     run_dir.history_path.write_text(json.dumps(unfinished))
@@ -294,13 +300,13 @@ def test_an_unreadable_history_is_rebuilt_from_the_checkpoint(tmp_path: Path, ca
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
     run_dir.history_path.write_text('{"history": [')
     with pytest.raises(RLHelpersError, match="is unreadable .*training the run again .* rebuilds it"):
-        run_dir.read_history()
+        run_dir.read_record()
     capsys.readouterr()
 
     result = train(cartpole(tmp_path, total_timesteps=600), show_progress=False)
 
     assert "eval_history.json is unreadable" in capsys.readouterr().err
-    assert [point["step"] for point in result.eval_history] == [0, 200, 400, 600]
+    assert [e.step for e in result.record.evaluations] == [0, 200, 400, 600]
     assert history_steps(run_dir) == [0, 200, 400, 600]
     for _, path in run_dir.checkpoints():
         path.unlink()
@@ -409,7 +415,7 @@ def test_disk_full_during_a_checkpoint_write_keeps_the_previous_one(tmp_path: Pa
         dst.write(src.read(1000))
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("rlhelpers.runner.checkpoint._copy_file", disk_fills_up)
+    monkeypatch.setattr("rlhelpers.runner.store._copy_file", disk_fills_up)
     with pytest.raises(RLHelpersError, match=r"checkpoint-000000000600\.pt: No space left on device.*intact"):
         train(cartpole(tmp_path, total_timesteps=800), show_progress=False)
 
@@ -418,7 +424,7 @@ def test_disk_full_during_a_checkpoint_write_keeps_the_previous_one(tmp_path: Pa
     assert history_steps(run_dir) == [0, 200, 400]  # the lost point at 600 is not claimed
     monkeypatch.undo()
     result = train(cartpole(tmp_path, total_timesteps=800), show_progress=False)
-    assert [point["step"] for point in result.eval_history] == [0, 200, 400, 600, 800]
+    assert [e.step for e in result.record.evaluations] == [0, 200, 400, 600, 800]
 
 
 @pytest.mark.parametrize("full", ["run directory", "local staging"])
@@ -466,7 +472,7 @@ def test_leftovers_of_a_killed_writer_are_removed_on_start(tmp_path: Path, capsy
     result = train(cartpole(tmp_path, total_timesteps=600), show_progress=False)
 
     assert resumed_from(capsys.readouterr().err) == 400
-    assert [point["step"] for point in result.eval_history] == [0, 200, 400, 600]
+    assert [e.step for e in result.record.evaluations] == [0, 200, 400, 600]
     assert not any(path.exists() for path in leftovers)
     assert (run_dir.path / "notes.tmp").exists()
 
@@ -582,10 +588,10 @@ def test_wandb_resume_reuses_the_run_id_and_logs_the_redone_steps_again(tmp_path
     carry global_step as a value) is read back from W&B's own records in test_publish."""
     config = cartpole(tmp_path, total_timesteps=600, wandb_mode="offline")
     first = train(config, show_progress=False)
-    run_dir = RunDirectory(first.run_dir)
+    run_dir = RunDirectory(first.record.path)
     saved = load_all(run_dir)
-    assert {state["wandb_run_id"] for state in saved.values()} == {first.wandb_run_id}
-    assert run_dir.read_history()["wandb_run_id"] == first.wandb_run_id
+    assert {state["wandb_run_id"] for state in saved.values()} == {first.record.wandb_run_id}
+    assert saved(run_dir.path)["wandb_run_id"] == first.record.wandb_run_id
     before = read_metrics(run_dir.path / METRICS_FILE)
     assert max(m["global_step"] for m in before) == 600
     # The process died after logging up to step 600 but the checkpoints after 200 never reached the disk.
@@ -594,9 +600,9 @@ def test_wandb_resume_reuses_the_run_id_and_logs_the_redone_steps_again(tmp_path
 
     second = train(config, show_progress=False)
 
-    assert second.wandb_run_id == first.wandb_run_id
+    assert second.record.wandb_run_id == first.record.wandb_run_id
     sessions = sorted((tmp_path / "wandb-dir" / "wandb").glob("offline-run-*"))
-    assert len(sessions) == 2 and all(s.name.endswith(f"-{first.wandb_run_id}") for s in sessions)
+    assert len(sessions) == 2 and all(s.name.endswith(f"-{first.record.wandb_run_id}") for s in sessions)
     metrics = read_metrics(run_dir.path / METRICS_FILE)
     assert [m["global_step"] for m in metrics if "eval/mean_return" in m] == [0, 200, 400, 600]  # each once
     first_session_end = max(m["time"] for m in before)

@@ -16,15 +16,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from builders import saved
 
-from rlhelpers.core.evaluation import mean_return
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner import campaign
 from rlhelpers.runner.campaign import train_campaign
-from rlhelpers.runner.checkpoint import RunDirectory
-from rlhelpers.runner.config import ALGOS, TrainConfig, resolve_config
-from rlhelpers.runner.provenance import session_provenance
-from rlhelpers.runner.run import train
+from rlhelpers.runner.config import ALGOS, TrainConfig
+from rlhelpers.runner.run import resolve_config, session_provenance, train
+from rlhelpers.runner.store import RunDirectory
 
 pytestmark = pytest.mark.cuda
 ON_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU, and torch sees none here")
@@ -53,7 +52,7 @@ def cartpole(tmp_path: Path, device: str, algo: str = "task1", **overrides: obje
 
 def sessions(run: Path) -> list[dict]:
     """The provenance of each training session of ``run``."""
-    return RunDirectory(run).read_history()["provenance"]
+    return saved(run)["provenance"]
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -62,9 +61,9 @@ def test_solves_cartpole(device: str, algo: str, tmp_path: Path) -> None:
                          n_eval_envs=10, runs_dir=str(tmp_path), wandb_mode="disabled", device=device)
     assert config.stop_return == SOLVED and config.n_envs == 8
     result = train(config, show_progress=False)
-    best = max(mean_return(point) for point in result.eval_history)
+    best = max(e.mean for e in result.record.evaluations)
     print(f"{algo} on {device}: best mean evaluation return {best:.1f}, stopped at step {result.num_timesteps:,}")
-    assert sessions(result.run_dir)[0]["device"].startswith(device)
+    assert sessions(result.record.path)[0]["device"].startswith(device)
     assert result.stop_reason == "stop_return"
     assert best >= SOLVED
     assert result.num_timesteps <= BUDGET
@@ -141,7 +140,7 @@ def test_a_checkpoint_carries_a_run_to_its_next_session_on_either_device(first: 
     finally:
         trainer.close()
     result = train(cartpole(tmp_path, then, total_timesteps=4_000), show_progress=False)
-    assert [point["step"] for point in result.eval_history] == [0, 1_000, 2_000, 3_000, 4_000]
+    assert [e.step for e in result.record.evaluations] == [0, 1_000, 2_000, 3_000, 4_000]
     assert [(s["start_step"], s["device"].split(":")[0]) for s in sessions(run)] == [(0, first), (2_000, then)]
 
 
@@ -157,7 +156,7 @@ def test_the_campaign_trains_its_runs_with_one_torch_thread_each(device: str, tm
                           ALGOS, (0,)) == 0
     for algo in ALGOS:
         run = tmp_path / "runs" / f"{algo}_seed-0"
-        assert [point["step"] for point in RunDirectory(run).read_history()["history"]] == [0, 1_000]
+        assert [point["step"] for point in saved(run)["history"]] == [0, 1_000]
         [session] = sessions(run)
         assert session["device"].startswith(device) and session["torch_threads"] == 1
 
@@ -204,7 +203,7 @@ def test_each_session_records_the_precision_in_effect_and_the_trainer_gives_torc
         trainer.close()
     assert torch_settings() == notebook_settings
     result = train(cartpole(tmp_path, device, torch_threads=1, total_timesteps=1_000), show_progress=False)
-    assert recorded(sessions(result.run_dir)[0]) == (fp32 if device == "cuda" else (1, *notebook_settings[1:]))
+    assert recorded(sessions(result.record.path)[0]) == (fp32 if device == "cuda" else (1, *notebook_settings[1:]))
     assert torch_settings() == notebook_settings
 
 

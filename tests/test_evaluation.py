@@ -11,7 +11,8 @@ from rlhelpers.core.envs import make_vec_env
 from rlhelpers.core.evaluation import evaluate_policy
 from rlhelpers.core.networks import build_model
 from rlhelpers.core.trainer import Trainer
-from rlhelpers.runner.config import EVAL_SEED_OFFSET, TrainConfig, resolve_config
+from rlhelpers.runner.config import EVAL_SEED_OFFSET, TrainConfig
+from rlhelpers.runner.run import resolve_config
 
 
 class TwoSpeedEnv(gym.Env):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import waiting
 
-from rlhelpers.runner.checkpoint import RunDirectory
-from rlhelpers.runner.stopping import StopRequest
+from rlhelpers.runner.run import StopRequest
+from rlhelpers.runner.store import RunDirectory
 
 # Pong, whose vector env (ALE's bindings) warns of leaked instances when the interpreter dies in the middle of a step
 TRAIN = ["train", "--total-timesteps", "1e7", "--n-envs", "2", "--eval-interval", "1e6", "--n-eval-episodes", "1",

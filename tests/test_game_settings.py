@@ -14,7 +14,8 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluate_policy
 from rlhelpers.core.networks import build_model
 from rlhelpers.core.trainer import Trainer
-from rlhelpers.runner.config import TrainConfig, config_differences, resolve_config, validate
+from rlhelpers.runner.config import TrainConfig, config_differences, validate
+from rlhelpers.runner.run import resolve_config
 
 BREAKOUT = "BreakoutNoFrameskip-v4"
 FRAME_CAP_STEPS = 27_000  # 108,000 frames at frame skip 4

@@ -4,7 +4,6 @@ and the algorithm table is the one place that defines an algorithm: a new one tr
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -18,12 +17,14 @@ import pytest
 import torch
 
 import rlhelpers
+from bench.anatomy import import_graph
 from rlhelpers import notebook
 from rlhelpers.cli import main
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.runner.config import TrainConfig
 
 PACKAGE = Path(rlhelpers.__file__).parent
+BENCH = PACKAGE.parent / "bench"
 
 
 LAYERS = {"core": 0, "runner": 1, "report": 2}  # and above them all: the command line and the notebook's module
@@ -33,26 +34,6 @@ def layer(module: str) -> int:
     """0 for the core, 1 for the run machinery, 2 for the report, 3 for the package's top-level modules."""
     parts = module.split(".")
     return LAYERS.get(parts[1], 3) if len(parts) > 2 else 3
-
-
-def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    """Each module of the package (``rlhelpers.runner.run``) and the package's modules it imports, at any depth of
-    its code: function-level imports and imports for type checking count."""
-    names = {}
-    for path in package.rglob("*.py"):
-        parts = path.relative_to(package.parent).with_suffix("").parts
-        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph = {}
-    for module, path in names.items():
-        imported = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                imported.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                imported.update([node.module] + [f"{node.module}.{alias.name}" for alias in node.names])
-        # A sub-package's __init__ holds no code: importing through it is importing the module named.
-        graph[module] = {name for name in imported if name in names and names[name].name != "__init__.py"} - {module}
-    return graph
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -90,10 +71,20 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_imports_point_down_and_never_in_a_circle() -> None:
-    graph = import_graph()
+    graph = import_graph(PACKAGE)
     assert len(graph) > 30 and sum(map(len, graph.values())) > 60  # the graph is read, not empty
     assert upward_imports(graph) == []
     assert circles(graph) == []
+
+
+def test_bench_imports_the_package_never_the_other_way_and_never_in_a_circle() -> None:
+    """bench/ measures the package from above: its modules import the package's and one another's without a circle,
+    and no module of the package imports one of bench's."""
+    graph = import_graph(PACKAGE, BENCH)
+    assert any(target.startswith("bench.") for targets in graph.values() for target in targets)  # bench is read
+    assert circles(graph) == []
+    assert [f"{m} -> {t}" for m, targets in graph.items() if m.startswith("rlhelpers") for t in targets
+            if t.startswith("bench")] == []
 
 
 def test_the_layer_test_catches_an_upward_import_and_a_circle(tmp_path: Path) -> None:
@@ -126,7 +117,7 @@ def test_the_core_loads_nothing_of_the_outer_layers() -> None:
 def test_every_sub_package_is_a_layer() -> None:
     """A module of a sub-package that is no layer would be ranked as a top-level module, above every layer, and
     escape the checks: each sub-package is one of ``LAYERS``."""
-    sub_packages = {module.split(".")[1] for module in import_graph() if module.count(".") >= 2}
+    sub_packages = {module.split(".")[1] for module in import_graph(PACKAGE) if module.count(".") >= 2}
     assert sub_packages and sub_packages <= set(LAYERS)
 
 
@@ -210,7 +201,7 @@ def test_a_new_algorithm_trains_in_a_campaign_and_shows_in_the_help(tmp_path: Pa
     assert "algorithm: a2c, task1, task2, qac" in help_text
     assert "learning rate (default: a2c 0.0007, task1 0.0015, task2 0.0015, qac 0.001; classic control 0.007)" \
         in help_text
-    campaign = rlhelpers_cli("campaign", "--algos", "qac", "--seeds", "1", "--parallel", "1",
+    campaign = rlhelpers_cli("campaign", "--arms", "qac", "--seeds", "1", "--parallel", "1",
                              *cartpole_options(tmp_path / "runs"))
     assert campaign.returncode == 0, campaign.stderr
     history = json.loads((tmp_path / "runs" / "qac_seed-1" / "eval_history.json").read_text())

@@ -25,7 +25,7 @@ from rlhelpers.report.playback import (
     save_rescore,
 )
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.files import SNAPSHOT_DIR, snapshot_name
+from rlhelpers.runner.store import SNAPSHOT_DIR, snapshot_name
 
 
 @pytest.fixture

@@ -8,17 +8,9 @@ import numpy as np
 import pytest
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.report.plotting import (
-    DIAGNOSTICS,
-    AlgoCurve,
-    algo_curve,
-    figures_dir,
-    plot_comparison,
-    plot_diagnostics,
-)
-from rlhelpers.runner.files import METRICS_FILE
-from rlhelpers.runner.metrics_log import MetricsLog
-from rlhelpers.runner.records import RunRecord
+from rlhelpers.report.curves import ArmCurve, arm_curve
+from rlhelpers.report.plotting import DIAGNOSTICS, figures_dir, plot_comparison, plot_diagnostics
+from rlhelpers.runner.store import METRICS_FILE, MetricsLog, RunRecord
 
 
 def record(algo: str, seed: int, history: list[dict], variant: str = "") -> dict:
@@ -27,8 +19,8 @@ def record(algo: str, seed: int, history: list[dict], variant: str = "") -> dict
     return {"run_name": name, "config": {**config, "variant": variant} if variant else config, "history": history}
 
 
-def pooled_curve(records: list[dict]) -> AlgoCurve:
-    return algo_curve([RunRecord.from_dict(r) for r in records])
+def pooled_curve(records: list[dict]) -> ArmCurve:
+    return arm_curve([RunRecord.from_dict(r) for r in records])
 
 
 def points(means: list[float], every: int = 100) -> list[dict]:
@@ -125,7 +117,7 @@ def test_explained_variance_axis_starts_at_minus_one(tmp_path) -> None:
     assert "axis from -1" in ax.get_title()
 
 
-def test_algo_curve_pools_seeds_with_standard_error() -> None:
+def test_arm_curve_pools_seeds_with_standard_error() -> None:
     seed0 = record("a2c", 0, [{"step": 0, "returns": [-21.0, -20.0, -19.0]}, {"step": 300, "returns": [1.0, 3.0]}])
     seed100 = record("a2c", 100, [{"step": 0, "returns": [-21.0, -21.0, -20.0]}, {"step": 300, "returns": [5.0, 7.0]}])
     curve = pooled_curve([seed0, seed100])
@@ -194,11 +186,11 @@ def test_a_variant_run_has_a_curve_of_its_own_drawn_only_when_asked_for(tmp_path
     assert curves(fig) == {"a2c (seed 0)": [-20.0, -10.0], "_a2c_seed-0": [-20.0, -10.0],
                            "task1 (seed 0)": [-20.0, -18.0], "_task1_seed-0": [-20.0, -18.0]}
     assert "task1-pg1_seed-100" not in missing
-    fig, missing = plot_comparison(tmp_path, labels=("a2c", "task1", "task1-pg1"))
+    fig, missing = plot_comparison(tmp_path, arms=("a2c", "task1", "task1-pg1"))
     assert curves(fig)["task1 (seed 0)"] == [-20.0, -18.0] and curves(fig)["task1-pg1 (seed 0)"] == [-20.0, -5.0]
     assert missing == ["a2c_seed-100", "task1_seed-100", "task1-pg1_seed-100"]
     assert [line.get_label() for line in plot_diagnostics(tmp_path).axes[0].lines] == ["a2c_seed-0", "task1_seed-0"]
-    ablation = plot_diagnostics(tmp_path, labels=("task1", "task1-pg1")).axes[0].lines
+    ablation = plot_diagnostics(tmp_path, arms=("task1", "task1-pg1")).axes[0].lines
     assert [line.get_label() for line in ablation] == ["task1-pg1_seed-0", "task1_seed-0"]
     assert ablation[0].get_color() != ablation[1].get_color()
 

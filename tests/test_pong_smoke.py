@@ -13,8 +13,8 @@ from rlhelpers.core.envs import ATARI_ENTRY_POINT, final_observations, make_vec_
 from rlhelpers.core.evaluation import evaluate_policy
 from rlhelpers.core.networks import build_model
 from rlhelpers.core.trainer import Trainer
-from rlhelpers.runner.config import TrainConfig, resolve_config
-from rlhelpers.runner.run import train
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.run import resolve_config, train
 
 
 def test_pong_env_and_buffer_shapes() -> None:

@@ -21,9 +21,8 @@ from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner import publish, tracking
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.files import LOCK_FILE, METRICS_FILE, checkpoint_name
-from rlhelpers.runner.metrics_log import read_metrics
 from rlhelpers.runner.run import train
+from rlhelpers.runner.store import LOCK_FILE, METRICS_FILE, checkpoint_name, read_metrics
 from rlhelpers.runner.tracking import init_run
 
 EVAL_INTERVAL = 2_500  # training lines land every 10,000 steps (trainer's log interval), evaluations more often

@@ -22,8 +22,7 @@ from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report import results as report
 from rlhelpers.report.experiment import PONG
 from rlhelpers.report.results import history_divergence
-from rlhelpers.runner.checkpoint import TEST_WRITE_DELAY_ENV
-from rlhelpers.runner.records import RunRecord
+from rlhelpers.runner.store import TEST_WRITE_DELAY_ENV, RunRecord
 from rlhelpers.runner.tracking import project_link
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,11 +4,9 @@ import json
 
 import torch
 
-from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.files import METRICS_FILE
-from rlhelpers.runner.metrics_log import read_metrics
 from rlhelpers.runner.run import train
+from rlhelpers.runner.store import METRICS_FILE, RunDirectory, read_metrics
 
 
 def cartpole(tmp_path, total: int, **overrides) -> TrainConfig:
@@ -23,27 +21,27 @@ def test_resume_continues_history_and_wandb_run(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("WANDB_DIR", str(wandb_dir))
     first = train(cartpole(tmp_path, 3_000), show_progress=False)
     assert first.num_timesteps == 3_000
-    assert [p["step"] for p in first.eval_history] == [0, 1_000, 2_000, 3_000]
+    assert [e.step for e in first.record.evaluations] == [0, 1_000, 2_000, 3_000]
 
     run_dir = RunDirectory(tmp_path / "task2_seed-0")
     state = run_dir.load_latest_checkpoint()
-    assert state["num_timesteps"] == 3_000 and state["wandb_run_id"] == first.wandb_run_id
+    assert state["num_timesteps"] == 3_000 and state["wandb_run_id"] == first.record.wandb_run_id
 
     second = train(cartpole(tmp_path, 6_000), show_progress=False)
-    steps = [p["step"] for p in second.eval_history]
+    steps = [e.step for e in second.record.evaluations]
     assert steps == [0, 1_000, 2_000, 3_000, 4_000, 5_000, 6_000]
-    assert second.eval_history[:4] == first.eval_history  # history intact, nothing re-evaluated
-    assert second.wandb_run_id == first.wandb_run_id
+    assert second.record.evaluations[:4] == first.record.evaluations  # history intact, nothing re-evaluated
+    assert second.record.wandb_run_id == first.record.wandb_run_id
     # offline-run-<time>-<id>, with '-1' appended when both sessions started in the same second
     offline_runs = sorted(p.name for p in (wandb_dir / "wandb").glob("offline-run-*"))
-    assert len(offline_runs) == 2 and all(f"-{first.wandb_run_id}" in name for name in offline_runs)
+    assert len(offline_runs) == 2 and all(f"-{first.record.wandb_run_id}" in name for name in offline_runs)
 
     saved = json.loads(run_dir.history_path.read_text())
     assert [p["step"] for p in saved["history"]] == steps
-    assert saved["wandb_run_id"] == first.wandb_run_id
+    assert saved["wandb_run_id"] == first.record.wandb_run_id
 
     again = train(cartpole(tmp_path, 6_000), show_progress=False)  # budget already spent: nothing to do
-    assert again.num_timesteps == 6_000 and again.eval_history == second.eval_history
+    assert again.num_timesteps == 6_000 and again.record.evaluations == second.record.evaluations
 
 
 def test_checkpoint_holds_the_update_count_and_the_optimizer_state(tmp_path) -> None:
@@ -68,11 +66,11 @@ def test_snapshots_change_nothing_that_is_trained_even_on_a_resume_at_a_snapshot
         metrics = [{k: v for k, v in m.items() if k not in ("time", "charts/fps")}
                    for m in read_metrics(run_dir.path / METRICS_FILE)]
         final_weights = torch.load(run_dir.snapshots()[-1][1], weights_only=True)["model"]
-        return result.eval_history, metrics, [step for step, _ in run_dir.snapshots()], final_weights
+        return list(result.record.evaluations), metrics, [step for step, _ in run_dir.snapshots()], final_weights
 
     often, rarely = two_sessions("often", 500), two_sessions("rarely", 10**9)
     assert often[2] == [0, 500, 1_000, 1_500, 2_000] and rarely[2] == [0, 1_000, 2_000]
-    assert [h["returns"] for h in often[0]] == [h["returns"] for h in rarely[0]]
+    assert [e.returns for e in often[0]] == [e.returns for e in rarely[0]]
     assert often[1] and often[1] == rarely[1]  # losses, entropy, ... logged at the same steps
     assert often[3].keys() == rarely[3].keys()
     assert all(torch.equal(often[3][name], rarely[3][name]) for name in often[3])

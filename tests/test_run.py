@@ -27,7 +27,7 @@ def test_finite_means_average_the_finite_values_of_each_metric() -> None:
 def test_config_is_validated_and_its_device_resolved_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"validate": 0, "resolve_device": 0}
     for name in calls:
-        original = getattr(config, name)
+        original = getattr(config if name == "validate" else run, name)
 
         def counted(*args: object, _name: str = name, _original=original) -> object:  # noqa: ANN001
             calls[_name] += 1
@@ -53,14 +53,14 @@ def test_a_run_that_passed_its_stop_return_is_not_trained_further(tmp_path: Path
     first = train(TrainConfig(total_timesteps=400, **settings), show_progress=False)
     assert (first.stop_reason, first.num_timesteps) == ("stop_return", 0)  # a random policy scores above 5
     again = train(TrainConfig(total_timesteps=2_000, **settings), show_progress=False)
-    assert (again.stop_reason, again.num_timesteps, len(again.eval_history)) == ("stop_return", 0, 1)
+    assert (again.stop_reason, again.num_timesteps, len(again.record.evaluations)) == ("stop_return", 0, 1)
 
 
 def test_a_budget_off_the_evaluation_grid_still_ends_with_an_evaluation(tmp_path: Path) -> None:
     """As the report's 10M budget against evaluations every 300k: the last point is at the budget."""
     result = train(TrainConfig(total_timesteps=500, stop_return=1e9, runs_dir=str(tmp_path), **CARTPOLE),
                    show_progress=False)
-    assert [point["step"] for point in result.eval_history] == [0, 200, 400, 500]
+    assert [e.step for e in result.record.evaluations] == [0, 200, 400, 500]
 
 
 SCORE = EPISODE_STEPS  # reward 1 per step of episodes that end after EPISODE_STEPS steps: every mean is SCORE

@@ -13,16 +13,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from builders import saved
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.networks import build_model
-from rlhelpers.runner.checkpoint import RunDirectory
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.files import LOCK_FILE, METRICS_FILE, SNAPSHOT_DIR
-from rlhelpers.runner.metrics_log import MetricsLog, read_metrics
-from rlhelpers.runner.provenance import git_commit
-from rlhelpers.runner.records import read_run
-from rlhelpers.runner.run import train
+from rlhelpers.runner.run import git_commit, train
+from rlhelpers.runner.store import (
+    LOCK_FILE,
+    METRICS_FILE,
+    SNAPSHOT_DIR,
+    MetricsLog,
+    RunDirectory,
+    read_metrics,
+    read_run,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,9 +44,9 @@ def cartpole(tmp_path: Path, total: int, **overrides: object) -> TrainConfig:
 def test_a_run_trained_in_bf16_by_an_earlier_version_is_not_resumed_in_fp32(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 200), show_progress=False)
     run = RunDirectory(tmp_path / "task1_seed-0")
-    record = run.read_history()
+    record = saved(run.path)
     record["config"]["precision"] = "bf16"  # as versions that trained the encoder in bfloat16 saved it
-    run.write_history(record)
+    run.history_path.write_text(json.dumps(record))
     state = run.load_latest_checkpoint()
     state["config"]["precision"] = "bf16"
     path = run.checkpoints()[0][1]
@@ -58,7 +63,7 @@ def test_saved_records_name_no_path_of_this_machine(tmp_path: Path) -> None:
     assert str(tmp_path) not in run.history_path.read_text()
     checkpoint = run.load_latest_checkpoint()
     snapshot = torch.load(next((run.path / SNAPSHOT_DIR).glob("*.pt")), weights_only=True)
-    for config in (run.read_history()["config"], checkpoint["config"], snapshot["config"]):
+    for config in (saved(run.path)["config"], checkpoint["config"], snapshot["config"]):
         assert "runs_dir" not in config and config["algo"] == "task1"
 
 
@@ -66,9 +71,9 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     train(cartpole(tmp_path, 2_000), show_progress=False)
     train(cartpole(tmp_path, 3_000), show_progress=False)
     record = read_run(tmp_path / "task1_seed-0")
-    assert (record.name, record.label, record.seed, record.config["variant"]) == ("task1_seed-0", "task1", 0, "")
-    saved = RunDirectory(tmp_path / "task1_seed-0").read_history()
-    first, second = saved["provenance"]
+    assert record is not None
+    assert (record.name, record.arm, record.seed, record.config["variant"]) == ("task1_seed-0", "task1", 0, "")
+    first, second = saved(tmp_path / "task1_seed-0")["provenance"]
     assert (first["start_step"], second["start_step"]) == (0, 2_000)
     for key in ("rlhelpers", "torch", "gymnasium", "ale_py", "numpy", "python", "device_name", "cpu_count"):
         assert first[key], key
@@ -79,7 +84,7 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     history = record.evaluations
     assert [p.step for p in history] == [0, 1_000, 2_000, 3_000] and record.last == history[-1]
     assert record.finished() and len(record.last.returns) == len(record.last.lengths) == 2
-    times = [p["time"] for p in saved["history"]]
+    times = [p.time for p in history]
     seconds = [p.train_seconds for p in history]
     assert times == sorted(times) and abs(times[0] - first["start_time"]) < 60
     assert seconds == sorted(seconds) and seconds[0] >= 0 and seconds[-1] < time.time() - first["start_time"] + 1
@@ -89,7 +94,7 @@ def test_metrics_log_mirrors_what_is_logged(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 30_000, eval_interval=10_000), show_progress=False)
     run_path = tmp_path / "task1_seed-0"
     metrics = read_metrics(run_path / METRICS_FILE)
-    history = RunDirectory(run_path).read_history()["history"]
+    history = saved(run_path)["history"]
     evals = [m for m in metrics if "eval/mean_return" in m]
     assert [m["global_step"] for m in evals] == [p["step"] for p in history]
     assert [m["eval/mean_return"] for m in evals] == pytest.approx([sum(p["returns"]) / 2 for p in history])

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.files import LOCK_FILE
 from rlhelpers.runner.runlock import RunLock
+from rlhelpers.runner.store import LOCK_FILE
 
 STALE_S = 1.5  # stands for the 300 s of a real run
 

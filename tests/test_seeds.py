@@ -13,6 +13,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from rlhelpers.report import claims, seeds
+from rlhelpers.report.curves import arm_curve
 from rlhelpers.report.experiment import (
     ABLATION,
     BREAKOUT,
@@ -22,9 +23,9 @@ from rlhelpers.report.experiment import (
     Comparison,
     Prediction,
 )
-from rlhelpers.report.plotting import algo_curve, plot_comparison
+from rlhelpers.report.plotting import plot_comparison
 from rlhelpers.report.seeds import NO_RUNS, difference, measure_seeds, plot_seeds, seed_score
-from rlhelpers.runner.records import RunRecord, read_runs
+from rlhelpers.runner.store import RunRecord, read_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,9 +137,9 @@ def test_a_prediction_that_says_not_above_holds_only_when_the_interval_reaches_z
 
 
 def test_the_seed_mean_curve_holds_a_stopped_seed_and_waits_for_one_still_training() -> None:
-    """The figure's mean of an arm's seeds is the comparison plot's curve (``algo_curve``)."""
+    """The figure's mean of an arm's seeds is the comparison plot's curve (``arm_curve``)."""
     def mean_curve(records: list[RunRecord]) -> tuple[list[int], list[float]]:
-        curve = algo_curve(records)
+        curve = arm_curve(records)
         return curve.steps.tolist(), curve.means.tolist()
 
     stopped, going = run([-20.0, 19.0], every=100), run([-20.0, -10.0, 0.0], every=100, seed=300)
@@ -211,7 +212,7 @@ def test_the_equal_hyperparameters_section_compares_its_own_arms_and_numbers_its
 def test_each_arm_keeps_its_colour_from_one_figure_to_the_next(tmp_path) -> None:
     write_runs(tmp_path, {**FINALS, "task1-a2chp": [19.0] * 5})
     ablation, equal_hp = (plot_seeds(tmp_path, comparison) for comparison in (ABLATION, EQUAL_HP))
-    comparison, _ = plot_comparison(tmp_path, labels=("a2c", "task1", "task1-pg1", "task1-a2chp"))
+    comparison, _ = plot_comparison(tmp_path, arms=("a2c", "task1", "task1-pg1", "task1-a2chp"))
 
     def colours(ax) -> set[str]:  # of the curves drawn, the 18 line aside
         return {to_hex(line.get_color()) for line in ax.lines if line.get_linestyle() != ":"}

@@ -25,11 +25,12 @@ from pathlib import Path
 
 import pytest
 import slurm
-from test_cluster import CARTPOLE_ARGS, finished, history, last_step, wait_for
+from builders import saved
+from test_cluster import CARTPOLE_ARGS, finished, last_step, wait_for
 
 from rlhelpers.cli import main
 from rlhelpers.runner.cluster import SLURM_FOLDER
-from rlhelpers.runner.files import LOCK_FILE, TRAIN_LOG
+from rlhelpers.runner.store import LOCK_FILE, TRAIN_LOG
 
 OPT_IN = "RLHELPERS_SLURM"
 BUDGET = 3000  # steps of each run; evaluations every 500 (CARTPOLE_ARGS)
@@ -75,7 +76,7 @@ def campaign(runs: Path, capsys: pytest.CaptureFixture, *options: str,
              seeds: tuple[str, ...] = ("0",)) -> dict[str, str]:
     """Submit the a2c runs of ``seeds`` with ``options`` as ``campaign --cluster slurm`` does, 1 CPU per job; return
     run name -> job id of what it submitted."""
-    assert main(["campaign", "--cluster", "slurm", "--algos", "a2c", "--seeds", *seeds, "--runs-dir", str(runs),
+    assert main(["campaign", "--cluster", "slurm", "--arms", "a2c", "--seeds", *seeds, "--runs-dir", str(runs),
                  "--cpus-per-job", "1", "--total-timesteps", str(BUDGET), *CARTPOLE_ARGS, *options]) == 0
     return dict(re.findall(r"^(\S+): submitted as job (\S+)$", capsys.readouterr().out, re.MULTILINE))
 
@@ -105,7 +106,7 @@ def go_on(pid: int) -> None:
 def assert_resumed_once(run: Path) -> None:
     """The run ended at its budget after two sessions, the second from the first's checkpoint; the evaluations,
     one per 500 steps, are neither lost nor repeated."""
-    record = history(run)
+    record = saved(run)
     assert [e["step"] for e in record["history"]] == list(range(0, BUDGET + 1, 500))
     starts = [s["start_step"] for s in record["provenance"]]
     assert len(starts) == 2 and starts[0] == 0 < 500 <= starts[1] < BUDGET
@@ -120,7 +121,7 @@ def test_a_campaign_trains_two_runs_as_a_job_array(tmp_path: Path, cluster: None
     assert len({job.split("_")[0] for job in jobs.values()}) == 1  # one array
     wait_for(lambda: all(finished(runs / name, BUDGET) for name in jobs) and not queue(), "both runs to finish")
     for name in jobs:
-        assert [e["step"] for e in history(runs / name)["history"]] == list(range(0, BUDGET + 1, 500))
+        assert [e["step"] for e in saved(runs / name)["history"]] == list(range(0, BUDGET + 1, 500))
     assert main(["status", "--runs-dir", str(runs)]) == 0
     table = capsys.readouterr().out.splitlines()
     assert sorted(line.split()[0] for line in table[1:] if line.split()[-1] == "finished") == sorted(jobs)
@@ -208,7 +209,7 @@ def test_two_jobs_of_one_run_never_train_it_at_once(tmp_path: Path, cluster: Non
     [loser] = [job for job in jobs if "trained by another process" in job_log(runs, job)]
     assert f"a2c_seed-0: trained by another process (host {socket.gethostname()}, pid {pid}); this job leaves it " \
            "alone" in job_log(runs, loser)
-    record = history(run)
+    record = saved(run)
     assert [s["start_step"] for s in record["provenance"]] == [0]  # one session trained it
     assert [e["step"] for e in record["history"]] == list(range(0, BUDGET + 1, 500))
 
@@ -218,7 +219,7 @@ def test_two_jobs_of_one_run_never_train_it_at_once(tmp_path: Path, cluster: Non
 def test_a_request_slurm_cannot_run_fails_at_submission(tmp_path: Path, cluster: None, capsys: pytest.CaptureFixture,
                                                         request_: tuple[str, str]) -> None:
     runs = tmp_path / "runs"
-    assert main(["campaign", "--cluster", "slurm", "--algos", "a2c", "--seeds", "0", "--runs-dir", str(runs),
+    assert main(["campaign", "--cluster", "slurm", "--arms", "a2c", "--seeds", "0", "--runs-dir", str(runs),
                  *request_, *CARTPOLE_ARGS]) == 2
     out, err = capsys.readouterr()
     assert out == ""

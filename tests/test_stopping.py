@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from rlhelpers.runner.stopping import StopRequest
+from rlhelpers.runner.run import StopRequest
 
 
 def test_stop_request_turns_signals_into_a_flag_and_restores_the_handlers() -> None:

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import TrainConfig, resolve_config
-from rlhelpers.runner.metrics_log import MetricsLog
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.run import resolve_config
+from rlhelpers.runner.store import MetricsLog
 from rlhelpers.runner.tracking import Tracker, has_wandb_key, resolve_wandb_mode, wandb_host
 
 

@@ -17,8 +17,9 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS, state_value
 from rlhelpers.core.networks import sample_actions
 from rlhelpers.core.trainer import Trainer, env_group_count, training_cuda_rng_state
-from rlhelpers.runner.checkpoint import RunDirectory, load_model
-from rlhelpers.runner.config import TrainConfig, resolve_config
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.run import resolve_config
+from rlhelpers.runner.store import RunDirectory, load_model
 
 GAMMA = 0.9
 EPISODE_STEPS = 8

@@ -1,11 +1,11 @@
-"""Evaluation: complete episodes with the stochastic policy on a separate vector env, and the
-statistics that every reader of an evaluation history (``{"step", "returns", "lengths"}`` records)
-computes from it."""
+"""Evaluation: complete episodes with the stochastic policy on a separate vector env, and one typed
+``Evaluation`` of them that runs save and every reader of a run's history reads."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -48,19 +48,47 @@ def evaluate_policy(
     return returns, lengths
 
 
-def mean_and_sem(returns: list[float]) -> tuple[float, float]:
+def mean_and_sem(returns: Sequence[float]) -> tuple[float, float]:
     """Mean of ``returns`` and its standard error (std with ddof=1 over sqrt(n); 0 for a single value)."""
     values = np.asarray(returns, dtype=float)
     sem = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
     return float(values.mean()), float(sem)
 
 
-def mean_return(evaluation: dict[str, Any]) -> float:
-    """Mean return of one evaluation (``{"step", "returns", "lengths", ...}``, an entry of a history)."""
-    return float(np.mean(evaluation["returns"]))
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation: the returns and lengths of its complete episodes at environment step ``step``, and once a
+    run has saved it the wall-clock ``time`` and the training seconds spent before it (None in runs saved by
+    versions that did not keep them)."""
 
+    step: int
+    returns: tuple[float, ...]
+    lengths: tuple[int, ...] = ()
+    time: float | None = None
+    train_seconds: float | None = None
 
-def evaluation_metrics(evaluation: dict[str, Any]) -> dict[str, float]:
-    """What one evaluation contributes to W&B and metrics.jsonl: mean, std (ddof 0) and mean length."""
-    return {"eval/mean_return": mean_return(evaluation), "eval/std_return": float(np.std(evaluation["returns"])),
-            "eval/mean_length": float(np.mean(evaluation["lengths"]))}
+    @classmethod
+    def from_dict(cls, point: dict[str, Any]) -> Evaluation:
+        """An entry of a run's history, as ``to_dict`` writes it."""
+        return cls(int(point["step"]), tuple(float(r) for r in point["returns"]),
+                   tuple(int(n) for n in point.get("lengths", ())), point.get("time"), point.get("train_seconds"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry of a run's history: lists for the episodes, without the fields a run did not save."""
+        return {name: list(value) if isinstance(value, tuple) else value
+                for name, value in asdict(self).items() if value is not None}
+
+    @property
+    def mean(self) -> float:
+        """Mean return over the episodes."""
+        return mean_and_sem(self.returns)[0]
+
+    @property
+    def sem(self) -> float:
+        """Standard error of the mean return: std with ddof=1 over sqrt(n) (0 for a single episode)."""
+        return mean_and_sem(self.returns)[1]
+
+    def metrics(self) -> dict[str, float]:
+        """What the evaluation contributes to W&B and metrics.jsonl: mean, std (ddof 0) and mean length."""
+        return {"eval/mean_return": self.mean, "eval/std_return": float(np.std(self.returns)),
+                "eval/mean_length": float(np.mean(self.lengths))}

@@ -19,7 +19,7 @@ from rlhelpers.core.buffer import RolloutBuffer
 from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, resolve_device
 from rlhelpers.core.envs import atari_game, final_observations, make_vec_env, send_actions
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import evaluate_policy
+from rlhelpers.core.evaluation import Evaluation, evaluate_policy
 from rlhelpers.core.losses import ALGORITHMS, state_value
 from rlhelpers.core.networks import ActorCritic, build_model, sample_actions
 from rlhelpers.core.optim import RMSpropTFLike
@@ -193,9 +193,9 @@ class Trainer:
         self.collect_rollout()
         return self.update()
 
-    def evaluate(self, index: int) -> dict[str, Any]:
+    def evaluate(self, index: int) -> Evaluation:
         """Evaluate the current policy as the run's evaluation number ``index`` (0 for the first), on episodes
-        seeded by that number; returns ``{"step", "returns", "lengths"}``."""
+        seeded by that number."""
         cfg = self.config
         if self.eval_env is None:
             self.eval_env = make_vec_env(cfg.env_id, min(cfg.n_eval_envs, cfg.n_eval_episodes),
@@ -204,7 +204,7 @@ class Trainer:
         self.model.eval()
         returns, lengths = evaluate_policy(self.model, self.eval_env, cfg.n_eval_episodes, seed, self.device)
         self.model.train()
-        return {"step": self.num_timesteps, "returns": returns, "lengths": lengths}
+        return Evaluation(self.num_timesteps, tuple(returns), tuple(lengths))
 
     def snapshot(self) -> dict[str, Any]:
         """Model weights and what rebuilds the model (no optimizer): the analysis's view of the policy."""

@@ -37,9 +37,9 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS, state_value
 from rlhelpers.core.networks import ActorCritic
 from rlhelpers.report.plotting import ANALYSIS_JSON, figures_dir
-from rlhelpers.runner.checkpoint import RunDirectory, load_model
-from rlhelpers.runner.config import TrainConfig, resolve_config
-from rlhelpers.runner.files import write_atomically
+from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.run import resolve_config
+from rlhelpers.runner.store import RunDirectory, load_model, write_atomically
 
 
 @dataclass

@@ -15,11 +15,11 @@ from itertools import permutations
 from pathlib import Path
 from typing import Any
 
+from rlhelpers.report.curves import arm_curve, mean_of_means, runs_by_arm
 from rlhelpers.report.experiment import ABLATION, BREAKOUT_LEARNS, BREAKOUT_TEST, EQUAL_HP, PONG
-from rlhelpers.report.plotting import algo_curve, mean_return, runs_by_label
 from rlhelpers.report.seeds import NO_RUNS, arm_runs, measure_arms, measure_seeds, span
 from rlhelpers.runner.config import parse_run_name
-from rlhelpers.runner.records import RunRecord, read_runs
+from rlhelpers.runner.store import RunRecord, read_runs
 
 # Every arm that a five-seed section compares: the ablation's and the equal-hyperparameters section's.
 FIVE_SEED_ARMS = tuple(dict.fromkeys(ABLATION.arms + EQUAL_HP.arms))
@@ -61,54 +61,54 @@ def _format(value: Any, fmt: str) -> str:
     return format(value, fmt)
 
 
-def compare_speed(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, Any]:
-    """The report's speed comparison of ``labels``: ``until``, the last step that every compared curve
-    reaches; ``seed/<run>``, each seed's mean return up to it; ``below/<label>/<other>``, whether both of the
-    label's seeds lie below both of the other's (the report's rule for "learned more slowly"). Empty unless
-    every label has a run with evaluations."""
-    runs = runs_by_label(records, labels)
-    curves = {lab: algo_curve(records) for lab, records in runs.items() if records}
+def compare_speed(records: Iterable[RunRecord], arms: Iterable[str]) -> dict[str, Any]:
+    """The report's speed comparison of ``arms``: ``until``, the last step that every compared curve
+    reaches; ``seed/<run>``, each seed's mean return up to it; ``below/<arm>/<other>``, whether both of the
+    arm's seeds lie below both of the other's (the report's rule for "learned more slowly"). Empty unless
+    every arm has a run with evaluations."""
+    runs = runs_by_arm(records, arms)
+    curves = {arm: arm_curve(records) for arm, records in runs.items() if records}
     if len(curves) < len(runs):
         return {}
     until = int(min(curve.steps[-1] for curve in curves.values()))
     found: dict[str, Any] = {"until": until}
-    for lab, curve in curves.items():
-        found.update({f"seed/{r.name}": mean_return(r, curve.steps[curve.steps <= until]) for r in runs[lab]})
-    seed_means = {lab: [found[f"seed/{r.name}"] for r in records] for lab, records in runs.items()}
+    for arm, curve in curves.items():
+        found.update({f"seed/{r.name}": mean_of_means(r, curve.steps[curve.steps <= until]) for r in runs[arm]})
+    seed_means = {arm: [found[f"seed/{r.name}"] for r in records] for arm, records in runs.items()}
     found.update({f"below/{a}/{b}": max(seed_means[a]) < min(seed_means[b]) for a, b in permutations(curves, 2)})
     return found
 
 
 def _head_actor_ratio(head_actor: dict[tuple[str, int, int], float], a: str, b: str) -> tuple[float, float] | None:
-    """Range of label ``a``'s actor-term gradient on the policy head over label ``b``'s, same seed and step."""
-    return span(value / head_actor[(b, seed, step)] for (lab, seed, step), value in head_actor.items()
-                 if lab == a and head_actor.get((b, seed, step)))
+    """Range of arm ``a``'s actor-term gradient on the policy head over arm ``b``'s, same seed and step."""
+    return span(value / head_actor[(b, seed, step)] for (arm, seed, step), value in head_actor.items()
+                 if arm == a and head_actor.get((b, seed, step)))
 
 
 def _gradient_facts(analysis: dict[str, Any] | None) -> dict[str, Any]:
     named = [(*parse_run_name(s["run"]), s) for s in (analysis or {}).get("snapshots", {}).values()]
-    trained = [(label, seed, s) for label, seed, s in named if s["step"] > 0]
-    labels = {label for label, _, _ in trained}
-    head_actor = {(label, seed, s["step"]): s["loss_term_gradients"]["actor"]["policy_head"]
-                  for label, seed, s in trained}
-    agreement = [s["task_gradient_agreement"] for label, _, s in named
-                 if label in PONG.arms and "task_gradient_agreement" in s]
+    trained = [(arm, seed, s) for arm, seed, s in named if s["step"] > 0]
+    arms = {arm for arm, _, _ in trained}
+    head_actor = {(arm, seed, s["step"]): s["loss_term_gradients"]["actor"]["policy_head"]
+                  for arm, seed, s in trained}
+    agreement = [s["task_gradient_agreement"] for arm, _, s in named
+                 if arm in PONG.arms and "task_gradient_agreement" in s]
     found: dict[str, Any] = {
         **{f"agreement_f{bits}": max((a[f"float{bits}"]["relative_difference"] for a in agreement), default=None)
            for bits in (32, 64)},
-        "variance_ratio": span(s["estimator_variance"]["sampled_over_all_action_batch"] for label, _, s in trained
-                               if label in PONG.arms and "estimator_variance" in s),
+        "variance_ratio": span(s["estimator_variance"]["sampled_over_all_action_batch"] for arm, _, s in trained
+                               if arm in PONG.arms and "estimator_variance" in s),
         **{f"head_actor/{a}/{b}": _head_actor_ratio(head_actor, a, b) for a, b in permutations(FIVE_SEED_ARMS, 2)},
-        **{f"advantage/{label}": span(s["advantage_scale"]["advantage_rms"] for lab, _, s in trained if lab == label)
-           for label in labels},
-        **{f"analysed/{label}": len({s["run"] for lab, _, s in trained if lab == label}) for label in labels},
+        **{f"advantage/{arm}": span(s["advantage_scale"]["advantage_rms"] for run_arm, _, s in trained
+                                    if run_arm == arm) for arm in arms},
+        **{f"analysed/{arm}": len({s["run"] for run_arm, _, s in trained if run_arm == arm}) for arm in arms},
         "error_over_spread": span(s["advantage_scale"]["critic_rms_error"] / s["advantage_scale"]["advantage_rms"]
-                                  for label, _, s in trained if label == "task1"),
+                                  for arm, _, s in trained if arm == "task1"),
     }
     for algo in ("a2c", "task1"):
         found[f"encoder_critic_over_actor/{algo}"] = span(
             s["loss_term_gradients"]["critic"]["encoder"] / s["loss_term_gradients"]["actor"]["encoder"]
-            for label, _, s in trained if label == algo)
+            for arm, _, s in trained if arm == algo)
         shares = [regime["groups"]["policy_head"]["below_eps_share"] for run, regime
                   in (analysis or {}).get("optimizer_regime", {}).items() if parse_run_name(run)[0] == algo]
         found[f"eps_share/{algo}"] = min(shares, default=None)
@@ -135,14 +135,14 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
 
     - ``pass/<run>``: the first evaluation step above the target (``NOT_REACHED``); ``last/<run>``: the last
       evaluation's mean return;
-    - ``until``, ``seed/<run>``, ``below/<label>/<other>``: ``compare_speed`` of the algorithms;
+    - ``until``, ``seed/<run>``, ``below/<arm>/<other>``: ``compare_speed`` of the algorithms;
     - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
       ``agreement_f32``/``agreement_f64`` (largest relative difference of task1's and task2's actor
-      gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two labels of ``FIVE_SEED_ARMS``: a's actor-term
-      gradient on the policy head over b's, same seed and step), ``advantage/<label>`` (the size of the
+      gradients), ``variance_ratio``, ``head_actor/<a>/<b>`` (for two arms of ``FIVE_SEED_ARMS``: a's actor-term
+      gradient on the policy head over b's, same seed and step), ``advantage/<arm>`` (the size of the
       advantage its actor follows; a variant's too), ``error_over_spread`` (task1's critic error over its
       action spread), ``encoder_critic_over_actor/<algo>``, ``eps_share/<algo>`` (share of policy-head
-      parameters whose RMSprop mean square is below epsilon), ``analysed/<label>`` (how many runs of the label
+      parameters whose RMSprop mean square is below epsilon), ``analysed/<arm>`` (how many runs of the arm
       have a trained snapshot) and ``lr_ratio`` (task1's learning rate over A2C's);
     - ``budget``: the report runs' training budget, when they share one;
     - ``ablation/...``: ``compare_speed`` of the ablation's arms (``ablation/until``,
@@ -150,14 +150,14 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     - ``seeds/...``: the five-seed section's figures, ``measure_seeds`` of the runs of all five seeds
       (``seeds/passed/<arm>``, ``seeds/interval/<x>/<y>``, ...), and given the five-seed runs' gradient
       analysis ``seeds_analysis``, the gradient facts over the snapshots of both analyses
-      (``seeds/variance_ratio``, ``seeds/analysed/<label>``, ...);
+      (``seeds/variance_ratio``, ``seeds/analysed/<arm>``, ...);
     - ``equal_hp/...``: the equal-hyperparameters section's, ``measure_seeds`` of ``EQUAL_HP``;
     - ``breakout/...``: the second game's section, ``measure_seeds`` of ``BREAKOUT_TEST`` on the runs in
       ``breakout_dir``, ``breakout/learns`` (prediction 7: A2C's seed-averaged last evaluation is at least
       ``BREAKOUT_LEARNS``, judged once all its seeds have finished), ``breakout/last/<run>``,
       ``breakout/entropy_floor/<arm>`` (each seed's lowest logged policy entropy, over the seeds) and the gradient
       facts of ``breakout_analysis``
-      (``breakout/advantage/<label>``, ``breakout/head_actor/<a>/<b>``, ...).
+      (``breakout/advantage/<arm>``, ``breakout/head_actor/<a>/<b>``, ...).
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
@@ -182,7 +182,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     # the report runs' budget: a run with a variant is the ablation's (one saved before variants existed has none)
     budgets = {record.config.get("total_timesteps") for record in records if not record.config.get("variant")}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
-    lr = {record.label: record.config.get("lr") for record in records}
+    lr = {record.arm: record.config.get("lr") for record in records}
     found["lr_ratio"] = lr["task1"] / lr["a2c"] if lr.get("task1") and lr.get("a2c") else None
     return found
 

@@ -26,10 +26,16 @@ from rlhelpers.core.envs import make_vec_env
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluate_policy, mean_and_sem
 from rlhelpers.core.networks import ActorCritic, sample_actions
-from rlhelpers.runner.checkpoint import RunDirectory, load_model
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.files import POLICY_FILE, RESCORE_FILE, write_atomically
-from rlhelpers.runner.records import RunRecord, read_run
+from rlhelpers.runner.store import (
+    POLICY_FILE,
+    RESCORE_FILE,
+    RunDirectory,
+    RunRecord,
+    load_model,
+    read_run,
+    write_atomically,
+)
 
 MAX_POLICY_BYTES = 4 * 1024 * 1024
 MAX_VIDEO_BYTES = 2 * 1024 * 1024

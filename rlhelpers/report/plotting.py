@@ -4,27 +4,24 @@ is present, the training diagnostics and the gradient measurements; and where a 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
-import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import mean_and_sem
+from rlhelpers.report.curves import arm_curve, runs_by_arm
 from rlhelpers.report.experiment import PONG, experiment_of
-from rlhelpers.runner.config import ARMS, format_run_name, parse_run_name
-from rlhelpers.runner.files import DEFAULT_RUNS_DIR
-from rlhelpers.runner.records import RunRecord, read_runs
+from rlhelpers.runner.config import ARMS, DEFAULT_RUNS_DIR, format_run_name, parse_run_name
+from rlhelpers.runner.store import RunRecord, read_runs
 
 # Two curves can coincide (the all-action actors' gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
-LINE_STYLES = ("-", "--", ":", "-.")  # one per curve, in the order of the labels drawn
+LINE_STYLES = ("-", "--", ":", "-.")  # one per curve, in the order of the arms drawn
 # The report's files in a runs directory's figures_dir.
 COMPARISON_PNG = "comparison.png"
 DIAGNOSTICS_PNG = "diagnostics.png"
@@ -32,10 +29,10 @@ ANALYSIS_JSON = "analysis.json"
 AGENT_GIF = "agent.gif"
 
 
-def arm_color(label: str) -> str:
+def arm_color(arm: str) -> str:
     """The colour of an arm (an algorithm, or one with a variant: ``config.ARMS``) in every figure, so that a
-    reader can follow it from one figure to the next; grey for any other label."""
-    return f"C{ARMS.index(label) % 10}" if label in ARMS else "0.4"
+    reader can follow it from one figure to the next; grey for any other."""
+    return f"C{ARMS.index(arm) % 10}" if arm in ARMS else "0.4"
 
 
 def figures_dir(runs_dir: str | Path) -> Path:
@@ -46,69 +43,16 @@ def figures_dir(runs_dir: str | Path) -> Path:
     return Path("figures") if committed else Path(runs_dir) / "figures"
 
 
-@dataclass
-class AlgoCurve:
-    """One algorithm's curve over its seeds, with held evaluations of the seeds that stopped early."""
-
-    steps: np.ndarray
-    means: np.ndarray
-    sems: np.ndarray
-
-
-def algo_curve(records: Sequence[RunRecord]) -> AlgoCurve:
-    """Mean and standard error (std with ddof=1 over the pooled episodes / sqrt(n)) over the pooled
-    episodes of all seeds at each evaluation step; for one run, its own curve.
-
-    A seed that stopped early keeps contributing its last evaluation at later steps (its policy no
-    longer changes), and a step that not every seed evaluated (seeds trained with different
-    evaluation intervals) is left out, so no point silently becomes the mean of fewer seeds. The curve
-    ends at the last step that every seed still training has reached.
-    """
-    stopped = {r.name: r.last.step for r in records if r.stopped_early()}
-    ends = [r.last.step for r in records if r.name not in stopped]
-    end = min(ends) if ends else max(stopped.values())
-    all_steps = sorted({e.step for r in records for e in r.evaluations if e.step <= end})
-    seed_returns = [held_returns(record, all_steps) for record in records]
-    by_step = {step: [ret for returns in seed_returns for ret in returns[step]] for step in all_steps
-               if all(step in returns for returns in seed_returns)}
-    stats = [mean_and_sem(pooled) for pooled in by_step.values()]
-    return AlgoCurve(np.array(list(by_step)), np.array([m for m, _ in stats]), np.array([e for _, e in stats]))
-
-
-def runs_by_label(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[str, list[RunRecord]]:
-    """The runs of each of ``labels`` (an algorithm, or ``<algo>-<variant>``) among ``records`` that have an
-    evaluation, by seed: the seeds of a curve."""
-    evaluated = [r for r in records if r.evaluations]
-    return {label: sorted((r for r in evaluated if r.label == label), key=lambda r: r.seed) for label in labels}
-
-
-def held_returns(record: RunRecord, steps: Iterable[int]) -> dict[int, tuple[float, ...]]:
-    """One run's evaluation returns at each of ``steps`` that it evaluated, and, once it stopped early,
-    its last evaluation held at the later ones (its policy no longer changes)."""
-    points, last, held = {e.step: e.returns for e in record.evaluations}, record.last, record.stopped_early()
-    return {step: points[step] if step in points else last.returns for step in map(int, steps)
-            if step in points or (held and step > last.step)}
-
-
-def mean_return(record: RunRecord, steps: Sequence[int]) -> float | None:
-    """The mean of the run's evaluation means at ``steps`` (``held_returns``: a run that stopped early
-    holds its last evaluation); None unless it has one at each of them."""
-    held = held_returns(record, steps)
-    if len(held) < len(steps):
-        return None
-    return float(np.mean([np.mean(returns) for returns in held.values()]))
-
-
-def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, labels: Sequence[str] | None = None,
+def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, arms: Sequence[str] | None = None,
                     seeds: Sequence[int] | None = None,
                     beside: str | Path | None = None) -> tuple[Figure, list[str]]:
-    """One axes, one curve per label (an algorithm, or ``<algo>-<variant>``: mean over seeds and episodes,
+    """One axes, one curve per arm (an algorithm, or ``<algo>-<variant>``: mean over seeds and episodes,
     +/- 1 standard-error band) and a thin line per seed, of the runs of ``seeds``; seeds that stopped early are
-    held and marked. ``labels`` are the curves drawn, in order; ``("a2c", "task1", "task1-pg1")`` draws an
+    held and marked. ``arms`` are the curves drawn, in order; ``("a2c", "task1", "task1-pg1")`` draws an
     ablation. Both default to the arms and seeds of the report's experiment on the runs' game
-    (``experiment_of``), else to every label and seed present. ``beside``: another runs directory (the committed
-    runs) whose curves of the same labels and seeds are drawn dashed, for comparison.
-    Returns the figure and the runs of those labels and seeds that are missing. Saves it to ``out`` (.png, .pdf
+    (``experiment_of``), else to every arm and seed present. ``beside``: another runs directory (the committed
+    runs) whose curves of the same arms and seeds are drawn dashed, for comparison.
+    Returns the figure and the runs of those arms and seeds that are missing. Saves it to ``out`` (.png, .pdf
     or .svg) when given. Runs of several environments in one directory are refused: their returns cannot be
     averaged into one curve."""
     records = read_runs(runs_dir)
@@ -117,22 +61,22 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, labels:
         raise RLHelpersError(f"{runs_dir} holds runs of several environments ({', '.join(envs)}); "
                              "plot each environment's runs from a runs directory of its own")
     experiment = experiment_of(envs[0]) if envs else None
-    labels = labels or (experiment.arms if experiment else tuple(dict.fromkeys(r.label for r in records)))
+    arms = arms or (experiment.arms if experiment else tuple(dict.fromkeys(r.arm for r in records)))
     seeds = seeds or (experiment.seeds if experiment else sorted({r.seed for r in records}))
     records = [r for r in records if r.seed in seeds]
     fig, ax = plt.subplots(figsize=(8, 5.6))
-    others = runs_by_label(read_runs(beside, seeds), labels) if beside is not None else {}
-    for style, (label, runs) in zip(itertools.cycle(LINE_STYLES), runs_by_label(records, labels).items()):
-        if others.get(label):
-            curve = algo_curve(others[label])
-            ax.plot(curve.steps, curve.means, "--", color=arm_color(label), linewidth=1, alpha=0.7,
-                    label=f"{label}, committed runs")
+    others = runs_by_arm(read_runs(beside, seeds), arms) if beside is not None else {}
+    for style, (arm, runs) in zip(itertools.cycle(LINE_STYLES), runs_by_arm(records, arms).items()):
+        if others.get(arm):
+            curve = arm_curve(others[arm])
+            ax.plot(curve.steps, curve.means, "--", color=arm_color(arm), linewidth=1, alpha=0.7,
+                    label=f"{arm}, committed runs")
         if not runs:
             continue
-        curve = algo_curve(runs)
+        curve = arm_curve(runs)
         seed_text = ("seed " if len(runs) == 1 else "seeds ") + ", ".join(str(r.seed) for r in runs)
-        line, = ax.plot(curve.steps, curve.means, style, marker="o", markersize=3, color=arm_color(label),
-                        label=f"{label} ({seed_text})")
+        line, = ax.plot(curve.steps, curve.means, style, marker="o", markersize=3, color=arm_color(arm),
+                        label=f"{arm} ({seed_text})")
         ax.fill_between(curve.steps, curve.means - curve.sems, curve.means + curve.sems, color=line.get_color(),
                         alpha=0.25)
         draw_seeds(ax, runs, line.get_color(), style, alpha=0.6, cross=(9, 2))
@@ -144,12 +88,12 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, labels:
         ax.legend()
     caption = ("Thick: mean over all seeds' evaluation episodes, band ±1 standard error; thin: each seed alone."
                + (f" Dashed: the committed runs of {beside}, same seeds." if others else ""))
-    if any(r.stopped_early() for r in records if r.label in labels):
+    if any(r.stopped_early() for r in records if r.arm in arms):
         caption += ("\n× marks a seed that exceeded its stop return and stopped; its last evaluation is held "
                     "at later steps.")
     save_figure(fig, out, dpi=120, caption=caption, bottom=0.06)
     names = {r.name for r in records}
-    return fig, [name for label in labels for seed in seeds if (name := format_run_name(label, seed)) not in names]
+    return fig, [name for arm in arms for seed in seeds if (name := format_run_name(arm, seed)) not in names]
 
 
 def draw_seeds(ax: Axes, runs: Sequence[RunRecord], color: str, style: str, alpha: float,
@@ -200,19 +144,19 @@ DIAGNOSTICS = (
 EXPLAINED_VARIANCE_FLOOR = -1.0
 
 
-def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, labels: Sequence[str] = PONG.arms) -> Figure:
-    """Training diagnostics from the metrics.jsonl of every report-seed run of ``labels`` (as in ``plot_comparison``):
+def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, arms: Sequence[str] = PONG.arms) -> Figure:
+    """Training diagnostics from the metrics.jsonl of every report-seed run of ``arms`` (as in ``plot_comparison``):
     entropy, explained variance, training-episode return and gradient norm against environment steps; one
-    colour per label, one line style per seed (the styles of ``plot_comparison``'s curves)."""
+    colour per arm, one line style per seed (the styles of ``plot_comparison``'s curves)."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
-    runs = [(record, record.metrics()) for record in read_runs(runs_dir, PONG.seeds) if record.label in labels]
+    runs = [(record, record.metrics()) for record in read_runs(runs_dir, PONG.seeds) if record.arm in arms]
     for ax, (key, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
         for record, metrics in runs:
             points = [(m["global_step"], m[key]) for m in metrics if m.get(key) is not None]
             if points:
                 steps, values = zip(*points, strict=True)
                 ax.plot(steps, values, _seed_style(record.seed, LINE_STYLES, LINE_STYLES[-1]),
-                        color=arm_color(record.label), linewidth=0.9, label=record.name)
+                        color=arm_color(record.arm), linewidth=0.9, label=record.name)
         if key == "losses/explained_variance" and ax.dataLim.y0 < EXPLAINED_VARIANCE_FLOOR:  # y0: the lowest drawn
             ax.set_ylim(EXPLAINED_VARIANCE_FLOOR, 1.05)  # it never exceeds 1
             title += f" (axis from {EXPLAINED_VARIANCE_FLOOR:g}; lower values off it)"
@@ -233,16 +177,16 @@ SEED_MARKERS = ("o", "s", "^", "D")
 def _draw_series(ax: Axes, analysis: dict[str, Any], value: Callable[[dict[str, Any]], float | None],
                  style: str = "-", suffix: str = "") -> None:
     """One line per report run (variants left out): ``value(entry)`` of its trained snapshots (step 0 left
-    out), where defined, against their steps; the colour of its algorithm, a marker per seed."""
+    out), where defined, against their steps; the colour of its arm, a marker per seed."""
     series: dict[str, list[tuple[int, float]]] = {}
     for entry in sorted(analysis.get("snapshots", {}).values(), key=lambda e: (e["run"], e["step"])):
         measured = value(entry) if entry["step"] > 0 and parse_run_name(entry["run"])[0] in PONG.arms else None
         if measured is not None:
             series.setdefault(entry["run"], []).append((entry["step"], measured))
     for run, points in series.items():
-        algo, seed = parse_run_name(run)
+        arm, seed = parse_run_name(run)
         steps, values = zip(*points, strict=True)
-        ax.plot(steps, values, style, marker=_seed_style(seed, SEED_MARKERS, "x"), color=arm_color(algo),
+        ax.plot(steps, values, style, marker=_seed_style(seed, SEED_MARKERS, "x"), color=arm_color(arm),
                 label=run + suffix)
 
 

@@ -20,8 +20,7 @@ from rlhelpers.report.experiment import PONG
 from rlhelpers.report.playback import read_rescore, record_video
 from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
 from rlhelpers.runner.config import ARMS, format_run_name
-from rlhelpers.runner.files import POLICY_FILE
-from rlhelpers.runner.records import RunRecord, read_runs
+from rlhelpers.runner.store import POLICY_FILE, RunRecord, read_runs
 from rlhelpers.runner.tracking import run_url
 
 # The pairs whose histories part: task1 and task2 of one seed (equal actor gradients), and for scale two seeds of
@@ -35,8 +34,8 @@ def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] | None = PONG.se
     """The record of every run of ``seeds`` (default: the report's; None: any) and of ``arms`` (None: any) under
     ``runs_dir`` with at least one evaluation: the rows of the report's tables, arm by arm (``config.ARMS``' order,
     then by name), seed by seed."""
-    return sorted((r for r in read_runs(runs_dir, seeds) if r.evaluations and (arms is None or r.label in arms)),
-                  key=lambda r: (ARMS.index(r.label) if r.label in ARMS else len(ARMS), r.label, r.seed))
+    return sorted((r for r in read_runs(runs_dir, seeds) if r.evaluations and (arms is None or r.arm in arms)),
+                  key=lambda r: (ARMS.index(r.arm) if r.arm in ARMS else len(ARMS), r.arm, r.seed))
 
 
 def results_markdown(records: list[RunRecord], levels: tuple[float, ...] = PONG.levels,

@@ -15,17 +15,10 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from rlhelpers.report.curves import arm_curve, mean_of_means, runs_by_arm
 from rlhelpers.report.experiment import ABLATION, Comparison
-from rlhelpers.report.plotting import (
-    algo_curve,
-    arm_color,
-    draw_seeds,
-    label_steps,
-    mean_return,
-    runs_by_label,
-    save_figure,
-)
-from rlhelpers.runner.records import RunRecord, read_runs
+from rlhelpers.report.plotting import arm_color, draw_seeds, label_steps, save_figure
+from rlhelpers.runner.store import RunRecord, read_runs
 
 RESAMPLES = 10_000
 SEEDS_PNG = "seeds.png"
@@ -34,11 +27,11 @@ NO_RUNS = "no runs"  # what a section measures of an arm that has no runs
 
 
 def seed_score(record: RunRecord, window: tuple[int, int]) -> float | None:
-    """S: ``mean_return`` at every evaluation step of ``window`` (first, last); None while the run has not got
+    """S: ``mean_of_means`` at every evaluation step of ``window`` (first, last); None while the run has not got
     there, and for a run whose config names no evaluation interval."""
     if not record.config.get("eval_interval"):
         return None
-    return mean_return(record, range(window[0], window[1] + 1, int(record.config["eval_interval"])))
+    return mean_of_means(record, range(window[0], window[1] + 1, int(record.config["eval_interval"])))
 
 
 def span(values: Iterable[float]) -> tuple[float, float] | None:
@@ -72,7 +65,7 @@ def difference(x: Sequence[float], y: Sequence[float], seed: int = 0, level: flo
 
 def arm_runs(runs_dir: str | Path, comparison: Comparison = ABLATION) -> dict[str, list[RunRecord]]:
     """The evaluated runs of each arm of ``comparison`` with its seeds in ``runs_dir``, by seed."""
-    return runs_by_label(read_runs(runs_dir, comparison.seeds), comparison.arms)
+    return runs_by_arm(read_runs(runs_dir, comparison.seeds), comparison.arms)
 
 
 def measure_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION) -> dict[str, Any]:
@@ -125,7 +118,7 @@ def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str
     for i, (ax, (arm, records)) in enumerate(zip(curves, runs.items(), strict=True)):  # (a-c): one arm each
         draw_seeds(ax, records, arm_color(arm), "-", alpha=0.55, cross=(7, 1.5))
         if records:
-            curve = algo_curve(records)
+            curve = arm_curve(records)
             ax.plot(curve.steps, curve.means, color=arm_color(arm), linewidth=2.2, label="mean of the seeds")
         ax.axvspan(*comparison.window, color="0.5", alpha=0.08, linewidth=0)
         if target is not None:

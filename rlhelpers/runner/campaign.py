@@ -31,14 +31,11 @@ from tqdm import tqdm
 
 from rlhelpers.core.envs import usable_cpus
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import TrainConfig, resolve_config
-from rlhelpers.runner.console import progress_bar, say
-from rlhelpers.runner.files import CAMPAIGN_LOCK, TRAIN_LOG
+from rlhelpers.runner.config import GAME_SETTINGS, TrainConfig
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
-from rlhelpers.runner.provenance import device_name
-from rlhelpers.runner.records import Evaluation, RunRecord, read_run, run_dirs
+from rlhelpers.runner.run import StopRequest, device_name, progress_bar, resolve_config, say
 from rlhelpers.runner.runlock import RunLock, holder
-from rlhelpers.runner.stopping import StopRequest
+from rlhelpers.runner.store import CAMPAIGN_LOCK, TRAIN_LOG, RunRecord, read_run, run_dirs
 
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
 WAIT_FOR_HOLDER = "waiting until it stops, then training it if it is unfinished"  # said of a run another process trains
@@ -70,30 +67,27 @@ def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = 
     return parallel, max(1, cpus // parallel) if device.type == "cpu" and parallel > 1 else 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunStatus:
-    """What the files of one run say about it."""
+    """What the files of one run say about it: its record, and what the campaign makes of it."""
 
-    run_name: str
+    record: RunRecord
     steps: int
-    last: Evaluation | None  # the newest evaluation
-    best: Evaluation | None  # the evaluation of the highest mean return
-    steps_per_s: float | None  # over the last RATE_WINDOW_S of its records
+    steps_per_s: float | None  # over the last RATE_WINDOW_S of its metrics
     eta_s: float | None  # seconds to the budget at that rate, while the run is running
     state: str
     over: bool  # done: its budget spent, or stopped early above its stop return (``RunRecord.finished``)
-    settings: tuple[str, ...] = ()  # the game settings it trains with (life_loss, fire_reset)
 
 
 def _recent_rate(metrics: list[dict[str, Any]]) -> float | None:
-    """Environment steps per second over the last RATE_WINDOW_S of the latest session's records."""
+    """Environment steps per second over the last RATE_WINDOW_S of the latest session's metrics."""
     if len(metrics) < 2:
         return None
     first = last = metrics[-1]
-    for record in reversed(metrics[:-1]):
-        if record["global_step"] >= first["global_step"] or last["time"] - record["time"] > RATE_WINDOW_S:
+    for line in reversed(metrics[:-1]):
+        if line["global_step"] >= first["global_step"] or last["time"] - line["time"] > RATE_WINDOW_S:
             break  # a step that goes back is the start of a resumed session
-        first = record
+        first = line
     elapsed = last["time"] - first["time"]
     return (last["global_step"] - first["global_step"]) / elapsed if elapsed > 0 else None
 
@@ -104,8 +98,7 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
     path = Path(run_dir)
     record = read_run(path) or RunRecord(path.name, path)
     metrics = record.metrics()
-    total = total_timesteps if total_timesteps is not None else record.config.get("total_timesteps")
-    stop = stop_return if stop_return is not None else record.config.get("stop_return")
+    total, stop = record.setting("total_timesteps", total_timesteps), record.setting("stop_return", stop_return)
     steps = max([e.step for e in record.evaluations[-1:]] + [int(m["global_step"]) for m in metrics[-1:]] + [0])
     over = record.finished(total, stop)
     if path.is_dir() and RunLock(path).live_owner() is not None:
@@ -120,9 +113,7 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
         state = "not started"
     rate = _recent_rate(metrics)
     eta = max(total - steps, 0) / rate if state == "running" and rate and total is not None else None
-    settings = tuple(name for name in ("life_loss", "fire_reset") if record.config.get(name))
-    return RunStatus(path.name, steps, record.last, record.best, rate, eta, state, over and state != "running",
-                     settings)
+    return RunStatus(record, steps, rate, eta, state, over and state != "running")
 
 
 def status_table(runs_dir: str | Path) -> str:
@@ -135,12 +126,13 @@ def status_table(runs_dir: str | Path) -> str:
     lines = [f"{'run':<{width}} {'steps':>11} {'last eval':>14} {'best':>7} {'steps/s':>8} {'ETA':>7}  state"]
     for name in names:
         s = run_status(Path(runs_dir) / name)
-        last = f"{s.last.mean:.2f} ± {s.last.sem:.2f}" if s.last is not None else "-"
-        best = f"{s.best.mean:.2f}" if s.best is not None else "-"
+        last = f"{s.record.last.mean:.2f} ± {s.record.last.sem:.2f}" if s.record.last is not None else "-"
+        best = f"{s.record.best.mean:.2f}" if s.record.best is not None else "-"
+        settings = [setting for setting in GAME_SETTINGS if s.record.config.get(setting)]
         rate = f"{s.steps_per_s:.0f}" if s.steps_per_s is not None and s.state == "running" else "-"
         eta = f"{int(s.eta_s) // 3600}h{int(s.eta_s) % 3600 // 60:02d}m" if s.eta_s is not None else "-"
-        lines.append(f"{s.run_name:<{width}} {s.steps:>11,} {last:>14} {best:>7} {rate:>8} {eta:>7}  {s.state}"
-                     + (f" ({', '.join(s.settings)})" if s.settings else ""))
+        lines.append(f"{name:<{width}} {s.steps:>11,} {last:>14} {best:>7} {rate:>8} {eta:>7}  {s.state}"
+                     + (f" ({', '.join(settings)})" if settings else ""))
     return "\n".join(lines)
 
 
@@ -200,8 +192,9 @@ def _show_progress(bar: tqdm, config: TrainConfig, runs: list[CampaignRun]) -> N
 def _outcome(config: TrainConfig, runs: list[CampaignRun], failed: list[str], signum: int | None) -> int:
     """Say which runs are not over and return the exit code: 0 if all are, 128 + ``signum`` after a stop
     (KeyboardInterrupt after Ctrl-C), else 1."""
-    left = ", ".join(f"{s.run_name} ({'trained by another process' if s.state == 'running' else s.state}, "
-                     f"step {s.steps:,})" for s in _statuses(config, runs) if not s.over and s.run_name not in failed)
+    left = ", ".join(f"{s.record.name} ({'trained by another process' if s.state == 'running' else s.state}, "
+                     f"step {s.steps:,})" for s in _statuses(config, runs)
+                     if not s.over and s.record.name not in failed)
     if signum is not None:
         say(f"stopped by {signal.Signals(signum).name}" +
              (f"; not finished: {left}; the same command resumes them" if left else ""))
@@ -280,10 +273,10 @@ def check_options(options: dict[str, Any],
     return options, config, device
 
 
-def train_campaign(options: dict[str, Any], algos: tuple[str, ...], seeds: tuple[int, ...],
+def train_campaign(options: dict[str, Any], arms: tuple[str, ...], seeds: tuple[int, ...],
                    parallel: int | None = None, show_progress: bool = False,
                    slurm: dict[str, Any] | None = None) -> int:
-    """Train or resume every unfinished run of the arms ``algos`` (``task1``, or ``task1-pg1`` for a variant)
+    """Train or resume every unfinished run of the ``arms`` (``task1``, or ``task1-pg1`` for a variant)
     with ``seeds`` (default: the report's, 0 and 100), seed by seed, with the shared ``options`` (``TrainConfig``
     fields, ``check_options``): ``parallel`` at a time on this machine (default and torch threads per run:
     ``campaign_parallel``), or with ``slurm`` (``cluster.submit_runs``' settings) as SLURM jobs, ``parallel`` of
@@ -292,7 +285,7 @@ def train_campaign(options: dict[str, Any], algos: tuple[str, ...], seeds: tuple
     The options are checked for every run before anything starts (``check_options``). Returns ``run_campaign``'s
     exit code, or 0 once the runs are submitted to SLURM.
     """
-    runs = campaign_runs(tuple(algos), tuple(seeds))
+    runs = campaign_runs(tuple(arms), tuple(seeds))
     options, config, device = check_options(options, runs)
     runs_at_once, torch_threads = campaign_parallel(device, len(runs), parallel)
     if slurm is None and torch_threads:

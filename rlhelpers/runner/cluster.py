@@ -23,9 +23,9 @@ import submitit
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.files import TRAIN_LOG
 from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
 from rlhelpers.runner.runlock import RunLock, holder
+from rlhelpers.runner.store import TRAIN_LOG
 
 SLURM_FOLDER = "slurm"  # submitit's job files and logs, in the runs directory
 

@@ -2,9 +2,8 @@
 
 ``TrainConfig`` extends the core's ``AgentConfig`` with what makes a run. Fields left as ``None`` take a
 variant's values, then the run's defaults (``rlhelpers.core.config.run_defaults``: the algorithm table and the
-kind of env).
-``validate`` turns bad input into one clear ``RLHelpersError``; ``resolve_config`` does that once
-and settles the device and the W&B mode (online with an API key, else offline).
+kind of env). ``validate`` turns bad input into one clear ``RLHelpersError``. A run's name is its arm (the algorithm,
+or ``<algo>-<variant>``) and its seed.
 """
 
 from __future__ import annotations
@@ -13,21 +12,19 @@ import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import Any, get_args, get_type_hints
 
-import torch
-
-from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, option, resolve_device
+from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, option
 from rlhelpers.core.envs import atari_game, check_supported
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
-from rlhelpers.runner.files import DEFAULT_RUNS_DIR
-from rlhelpers.runner.tracking import resolve_wandb_mode
 
+DEFAULT_RUNS_DIR = "runs"  # the committed runs, and the default of every command and of the notebook off Colab
 ALGOS = tuple(ALGORITHMS)
 RUN_NAME_SEPARATOR = "_seed-"
-RUN_NAME_PATTERN = re.compile(rf"^(?P<algo>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-9]+)$")
+RUN_NAME_PATTERN = re.compile(rf"^(?P<arm>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-9]+)$")
+GAME_SETTINGS = ("life_loss", "fire_reset")  # how a game's episodes are cut and restarted (``core.envs``)
 
 # Named changes of an algorithm's hyperparameters, for controlled experiments beside the report's runs.
 # A variant is part of the run's name (``task1-pg1_seed-0``) and of its identity; its values are the
@@ -56,9 +53,14 @@ def whole_number(value: str | float) -> int:
     return value if isinstance(value, int) else int(number)
 
 
-def format_run_name(algo: str, seed: int, variant: str = "") -> str:
-    """The name of a run's directory and W&B run: ``<algo>_seed-<seed>``, or ``<algo>-<variant>_seed-<seed>``."""
-    return f"{algo}{'-' + variant if variant else ''}{RUN_NAME_SEPARATOR}{seed}"
+def arm_name(algo: str, variant: str = "") -> str:
+    """What a run is a seed of: its algorithm, or ``<algo>-<variant>`` (``task1-pg1``)."""
+    return f"{algo}-{variant}" if variant else algo
+
+
+def format_run_name(arm: str, seed: int) -> str:
+    """The name of a run's directory and W&B run: ``<arm>_seed-<seed>``."""
+    return f"{arm}{RUN_NAME_SEPARATOR}{seed}"
 
 
 def _changes_algo(variant: str, algo: str) -> bool:
@@ -66,15 +68,20 @@ def _changes_algo(variant: str, algo: str) -> bool:
 
 
 # What a campaign can train: every algorithm, and every algorithm with a variant that changes it (task1-pg1).
-ARMS = ALGOS + tuple(f"{algo}-{variant}" for variant in VARIANTS for algo in ALGOS if _changes_algo(variant, algo))
+ARMS = ALGOS + tuple(arm_name(algo, variant) for variant in VARIANTS for algo in ALGOS if _changes_algo(variant, algo))
 
 
 def parse_run_name(name: str) -> tuple[str, int]:
-    """``(algo, seed)`` from a ``format_run_name`` name."""
+    """``(arm, seed)`` from a ``format_run_name`` name."""
     match = RUN_NAME_PATTERN.match(name)
-    if match is None or format_run_name(match["algo"], int(match["seed"])) != name:
-        raise ValueError(f"{name!r} is not a run name of the form <algo>{RUN_NAME_SEPARATOR}<seed>")
-    return match["algo"], int(match["seed"])
+    if match is None or format_run_name(match["arm"], int(match["seed"])) != name:
+        raise ValueError(f"{name!r} is not a run name of the form <arm>{RUN_NAME_SEPARATOR}<seed>")
+    return match["arm"], int(match["seed"])
+
+
+def exceeds(mean_return: float, stop_return: float | None) -> bool:
+    """Whether an evaluation's mean return stops a run at ``stop_return`` (None: no early stop)."""
+    return stop_return is not None and mean_return > stop_return
 
 
 @dataclasses.dataclass
@@ -114,7 +121,7 @@ class TrainConfig(AgentConfig):
     @property
     def run_name(self) -> str:
         """Run name used for the directory and the W&B run (``format_run_name``)."""
-        return format_run_name(self.algo, self.seed, self.variant)
+        return format_run_name(arm_name(self.algo, self.variant), self.seed)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON view of the config as runs save it: without ``runs_dir``, since where a run lives is
@@ -135,7 +142,7 @@ FIELD_TYPES = {name: get_args(hint) or (hint,) for name, hint in get_type_hints(
 # resumed with the new one. total_timesteps, checkpoint cadence, device, paths and W&B settings may change between
 # sessions.
 IDENTITY_FIELDS = (
-    "algo", "variant", "seed", "env_id", "life_loss", "fire_reset", "n_envs", "n_steps", "gamma", "lr", "pg_coef",
+    "algo", "variant", "seed", "env_id", *GAME_SETTINGS, "n_envs", "n_steps", "gamma", "lr", "pg_coef",
     "vf_coef", "ent_coef", "max_grad_norm", "rms_alpha", "rms_eps", "hidden_size", "eval_interval", "n_eval_episodes",
     "n_eval_envs",
 )
@@ -160,7 +167,7 @@ def _check_types(config: TrainConfig) -> None:
         raise RLHelpersError(f"{name} must be {kind}, got {value!r}{papermill}")
 
 
-def check_choice(what: str, value: object, choices: Iterable[str], others: str = "") -> None:
+def check_choice(what: str, value: object, choices: Collection[str], others: str = "") -> None:
     """Raise ``RLHelpersError`` unless ``value`` is one of ``choices``, naming them (and ``others``, words on the
     choices a caller takes besides them)."""
     if value not in choices:
@@ -186,14 +193,16 @@ def validate(config: TrainConfig) -> TrainConfig:
             sign = "positive" if positive else "non-negative"
             what = f"a {sign} integer" if int in FIELD_TYPES[name] else sign
             raise RLHelpersError(f"{name} must be {what}, got {value!r}")
-    if config.env_groups > config.n_envs:
+    n_envs, eval_interval = config.n_envs, config.eval_interval
+    assert n_envs is not None and eval_interval is not None  # the run's defaults, set by __post_init__
+    if config.env_groups > n_envs:
         raise RLHelpersError(f"env_groups must be at most n_envs ({config.n_envs}), got {config.env_groups!r}")
     if not 0.0 <= config.gamma <= 1.0:
         raise RLHelpersError(f"gamma must lie in [0, 1], got {config.gamma!r}")
     if not 0.0 < config.rms_alpha < 1.0:
         raise RLHelpersError(f"rms_alpha must lie in (0, 1), got {config.rms_alpha!r}")
-    n_evals = config.total_timesteps // config.eval_interval + 2
-    if (config.seed + config.total_timesteps + config.n_envs > EVAL_SEED_OFFSET
+    n_evals = config.total_timesteps // eval_interval + 2
+    if (config.seed + config.total_timesteps + n_envs > EVAL_SEED_OFFSET
             or config.seed + n_evals * config.n_eval_envs >= EVAL_SEED_OFFSET):
         raise RLHelpersError(f"seed + total_timesteps is too large for the environments' int32 seeds "
                              f"(at most {EVAL_SEED_OFFSET:,} together)")
@@ -207,17 +216,9 @@ def validate(config: TrainConfig) -> TrainConfig:
 def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[str]:
     """Identity fields on which a saved run's config and the requested one disagree, as ``name: a != b``."""
     wanted = requested.to_dict()
-    saved = {"variant": "", "life_loss": False, "fire_reset": False, **saved}  # fields older runs lack
+    saved = {"variant": "", **dict.fromkeys(GAME_SETTINGS, False), **saved}  # fields older runs lack
     differences = [f"{name}: saved {saved.get(name)!r} != requested {wanted[name]!r}"
                    for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]
     if saved.get("precision", "fp32") != "fp32":  # earlier versions could train the encoder in bfloat16
         differences.append(f"precision: saved {saved['precision']!r}, while this version trains in fp32 only")
     return differences
-
-
-def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
-    """Validate ``config`` and resolve it for this machine: the config with ``wandb_mode`` set to the mode
-    W&B runs in (``resolve_wandb_mode``), and the torch device. ``device`` stays as given, so a saved run
-    keeps ``auto``."""
-    config = dataclasses.replace(validate(config), wandb_mode=resolve_wandb_mode(config.wandb_mode))
-    return config, resolve_device(config.device)

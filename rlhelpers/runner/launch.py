@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from rlhelpers.runner.config import format_run_name
-from rlhelpers.runner.files import TRAIN_LOG
+from rlhelpers.runner.config import arm_name, format_run_name
+from rlhelpers.runner.store import TRAIN_LOG
 
 PR_SET_PDEATHSIG = 1
 
@@ -31,7 +31,7 @@ class CampaignRun(NamedTuple):
 
     @property
     def name(self) -> str:
-        return format_run_name(self.algo, self.seed, self.variant)
+        return format_run_name(arm_name(self.algo, self.variant), self.seed)
 
 
 def _die_with_parent() -> None:

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import evaluation_metrics
-from rlhelpers.runner.files import HISTORY_FILE
-from rlhelpers.runner.records import RunRecord, read_run, run_dirs
 from rlhelpers.runner.runlock import RunLock, holder
+from rlhelpers.runner.store import HISTORY_FILE, RunRecord, read_run, run_dirs
 from rlhelpers.runner.tracking import ADD_WANDB_KEY, has_wandb_key, init_run, logged_keys, project_url
 
 
@@ -50,7 +48,7 @@ def local_rows(record: RunRecord) -> list[dict[str, Any]]:
         row.update({k: v for k, v in line.items() if k not in ("global_step", "time") and v is not None})
     for evaluation in record.evaluations:
         row = rows.setdefault(evaluation.step, {})
-        row.update(evaluation_metrics(asdict(evaluation)))
+        row.update(evaluation.metrics())
         row["eval/returns"] = list(evaluation.returns)
     return [{**rows[step], "global_step": step} for step in sorted(rows)]
 
@@ -69,8 +67,8 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
     ``project`` and ``entity`` default to the ones the run was trained with.
     """
     record = read_run(run_path)
-    run_id = record.wandb_run_id
-    if not run_id:
+    run_id = record.wandb_run_id if record is not None else None
+    if record is None or not run_id:
         raise RLHelpersError(f"{run_path / HISTORY_FILE} has no wandb_run_id; it was not written by rlhelpers train")
     project = project or record.config.get("wandb_project")
     if not project:

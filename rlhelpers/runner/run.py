@@ -1,53 +1,170 @@
-"""One run end to end: its directory, lock, resume, W&B run, metrics log, bookkeeping and schedule.
+"""One run end to end: its directory, lock, resume, W&B run, metrics log, record and schedule, and what it shows.
 
-``train`` trains or resumes the run (algo, seed) in ``<runs_dir>/<algo>_seed-<seed>``: it takes the
-run's lock, restores the newest checkpoint, and drives ``Trainer`` in one loop that evaluates, logs,
-checkpoints and snapshots on schedule, shows a progress bar and stops cleanly on SIGTERM or Ctrl-C. The
-algorithm itself is ``rlhelpers.core.trainer``'s; what a run keeps beside it (its evaluations, the
-provenance of each session, its training time and W&B id) is its bookkeeping, saved in the same
-checkpoint.
+``train`` trains or resumes the run (arm, seed) in ``<runs_dir>/<arm>_seed-<seed>``: it takes the run's lock,
+restores the newest checkpoint, and drives ``Trainer`` in one loop that evaluates, logs, checkpoints and snapshots
+on schedule, shows a progress bar and stops cleanly on SIGTERM or Ctrl-C (``StopRequest``). The algorithm itself
+is ``rlhelpers.core.trainer``'s; what a run keeps beside it (its evaluations, the provenance of each session, its
+W&B id) is its ``RunRecord``, saved with its training time in the same checkpoint.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
+import os
+import platform
+import signal
+import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
+from rlhelpers.core.config import resolve_device
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import evaluation_metrics, mean_return
 from rlhelpers.core.trainer import Trainer
-from rlhelpers.runner.checkpoint import RunDirectory, check_resumable
-from rlhelpers.runner.config import TrainConfig, resolve_config
-from rlhelpers.runner.console import progress_bar
-from rlhelpers.runner.files import METRICS_FILE
-from rlhelpers.runner.metrics_log import MetricsLog
-from rlhelpers.runner.provenance import session_provenance
-from rlhelpers.runner.records import RunRecord
+from rlhelpers.runner.config import TrainConfig, exceeds, validate
 from rlhelpers.runner.runlock import RunLock
-from rlhelpers.runner.stopping import StopRequest
-from rlhelpers.runner.tracking import Tracker, new_run_id
+from rlhelpers.runner.store import RunDirectory, RunRecord, check_resumable
+from rlhelpers.runner.tracking import Tracker, new_run_id, resolve_wandb_mode
 
 LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-@dataclass
+def progress_bar(**options: Any) -> tqdm:
+    """A tqdm bar on stderr (``options`` are tqdm's). In a notebook every refresh is kept in the saved output,
+    so outside a terminal it refreshes every 30 s at most (tqdm's monitor would otherwise force one every 10 s)."""
+    interval = 1.0 if sys.stderr.isatty() else 30.0
+    return tqdm(mininterval=interval, maxinterval=interval, file=sys.stderr, **options)
+
+
+def say(line: str) -> None:
+    """Print a line of a long job's log. In a terminal, above the progress bar; elsewhere plainly, as in a
+    notebook, where tqdm's clearing and redrawing of the bar around each line is stored as output after output."""
+    if sys.stderr.isatty():
+        tqdm.write(line)
+    else:
+        print(line, flush=True)
+
+
+class StopRequest:
+    """While entered, ``signals`` (SIGTERM and SIGINT by default) set ``requested`` instead of ending the process;
+    a second SIGINT (Ctrl-C pressed again while the first one waits to be acted on) raises KeyboardInterrupt at once.
+
+    Handlers can only be installed from the main thread; elsewhere the signals keep their handlers and
+    ``requested`` stays False.
+    """
+
+    def __init__(self, signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)) -> None:
+        self.signals = signals
+        self.received: signal.Signals | None = None  # the signal that asked to stop
+        self._previous: dict[signal.Signals, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in self.signals}
+        return self
+
+    @property
+    def requested(self) -> bool:
+        """Whether one of the signals arrived."""
+        return self.received is not None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT == self.received:
+            raise KeyboardInterrupt
+        self.received = signal.Signals(signum)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        self._previous = {}
+
+
+def _version(package: str) -> str | None:
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        return metadata.version(package)
+    return None
+
+
+def git_commit(path: Path = PACKAGE_DIR) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the git checkout holding ``path``; (None, None) outside one (e.g. a wheel install).
+
+    ``dirty`` is True when tracked files differ from that commit.
+    """
+    try:
+        commit = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        changes = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    return commit, bool(changes)
+
+
+def device_name(device: torch.device) -> str:
+    """What trains on ``device``: the GPU's name on CUDA, else the CPU's model (``cpu_model``)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what ``platform`` knows."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def session_provenance(device: torch.device, env_threads: int, start_step: int) -> dict[str, Any]:
+    """One training session's record: from which step, with which code, libraries, hardware and numerics."""
+    commit, dirty = git_commit()
+    return {
+        "start_step": start_step,
+        "start_time": time.time(),
+        "rlhelpers": _version("rlhelpers"),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "gymnasium": _version("gymnasium"),
+        "ale_py": _version("ale-py"),
+        "numpy": _version("numpy"),
+        "device": str(device),
+        "device_name": device_name(device),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),  # "highest": fp32, "high": TF32 on a GPU
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32,  # convolutions in TF32 on a GPU of Ampere or later
+        "env_threads": env_threads,
+    }
+
+
+def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
+    """Validate ``config`` and resolve it for this machine: the config with ``wandb_mode`` set to the mode
+    W&B runs in (``resolve_wandb_mode``: online with an API key, else offline), and the torch device. ``device``
+    stays as given, so a saved run keeps ``auto``."""
+    config = dataclasses.replace(validate(config), wandb_mode=resolve_wandb_mode(config.wandb_mode))
+    return config, resolve_device(config.device)
+
+
+@dataclass(frozen=True)
 class RunResult:
-    """What ``train`` leaves behind: where the run lives and how it ended."""
+    """What ``train`` leaves behind: the run's record as its files now hold it, and how it ended."""
 
-    run_dir: Path
+    record: RunRecord
     num_timesteps: int
-    eval_history: list[dict[str, Any]]
     stop_reason: str
     wandb_url: str | None
-    wandb_run_id: str
 
 
 def finite_means(updates: list[dict[str, float]]) -> dict[str, float]:
@@ -63,52 +180,58 @@ def finite_means(updates: list[dict[str, float]]) -> dict[str, float]:
     return means
 
 
-def _report_without_checkpoint(saved_record: dict[str, Any], run_dir: RunDirectory) -> RunResult:
+def _report_without_checkpoint(saved: RunRecord, run_dir: RunDirectory) -> RunResult:
     """A run with evaluations and no checkpoint: reported as it is if its history shows it finished (committed
     results come without checkpoints), refused otherwise (it cannot go on)."""
-    history = saved_record["history"]
-    if not RunRecord.from_dict(saved_record, run_dir.path).finished():
+    last = saved.evaluations[-1]
+    if not saved.finished():
         raise RLHelpersError(
-            f"{run_dir.history_path} has evaluation results up to step {history[-1]['step']:,} but no checkpoint "
+            f"{run_dir.history_path} has evaluation results up to step {last.step:,} but no checkpoint "
             "was found; restore the checkpoint files, train your own run in another runs directory (--runs-dir, "
             "or runs_dir in the notebook), or delete this run directory to start over")
-    print(f"{run_dir.path.name} is finished (evaluated up to step {history[-1]['step']:,}, last evaluation "
-          f"{mean_return(history[-1]):.2f}); its checkpoints are not here, so it is reported as it is", file=sys.stderr)
-    return RunResult(run_dir.path, int(history[-1]["step"]), history, "finished earlier", None,
-                     saved_record.get("wandb_run_id", ""))
+    print(f"{run_dir.path.name} is finished (evaluated up to step {last.step:,}, last evaluation "
+          f"{last.mean:.2f}); its checkpoints are not here, so it is reported as it is", file=sys.stderr)
+    return RunResult(saved, last.step, "finished earlier", None)
 
 
-def _bookkeeping(state: dict[str, Any] | None, saved_record: dict[str, Any] | None) -> dict[str, Any]:
-    """What the run machinery keeps of a run beside the learner's state, under the names its checkpoint saves
-    them: the W&B run id, every evaluation, the provenance of each training session and the wall-clock seconds
-    trained so far (evaluations included). Restored from the checkpoint ``state`` (None: a new run), with the
-    W&B id of the run's history when the checkpoint has none."""
-    state = state or {}
-    return {"wandb_run_id": state.get("wandb_run_id") or (saved_record or {}).get("wandb_run_id") or new_run_id(),
-            "eval_history": list(state.get("eval_history", [])), "sessions": list(state.get("sessions", [])),
-            "train_seconds": float(state.get("train_seconds", 0.0))}
+def _resumed_record(config: TrainConfig, run_dir: RunDirectory, state: dict[str, Any] | None,
+                    saved: RunRecord | None) -> RunRecord:
+    """The record the run goes on with: the checkpoint's (None: a new run), under this config, with the W&B id of
+    the run's history when the checkpoint has none."""
+    record = RunRecord.from_checkpoint(state, run_dir.path) if state is not None else RunRecord(config.run_name)
+    wandb_run_id = record.wandb_run_id or (saved.wandb_run_id if saved is not None else None) or new_run_id()
+    return dataclasses.replace(record, name=config.run_name, path=run_dir.path, config=config.to_dict(),
+                               wandb_run_id=wandb_run_id)
 
 
-def _history_record(config: TrainConfig, book: dict[str, Any]) -> dict[str, Any]:
-    """The contents of eval_history.json."""
-    return {"run_name": config.run_name, "wandb_run_id": book["wandb_run_id"], "config": config.to_dict(),
-            "provenance": book["sessions"], "history": book["eval_history"]}
+class Session:
+    """One training session of a run: its trainer, record, files, lock and W&B run, and the clock of its
+    training time (``train_seconds`` counts on from the saved total, evaluations included)."""
 
+    def __init__(self, trainer: Trainer, record: RunRecord, run_dir: RunDirectory, lock: RunLock, tracker: Tracker,
+                 train_seconds: float) -> None:
+        self.trainer, self.record, self.run_dir, self.lock, self.tracker = trainer, record, run_dir, lock, tracker
+        self.config: TrainConfig = trainer.config  # type: ignore[assignment]  # a run's trainer has its TrainConfig
+        self.clock_origin = time.monotonic() - train_seconds
 
-def _checkpoint(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, lock: RunLock,
-                clock_origin: float) -> float:
-    """Save the training state and the bookkeeping, its training time counted up to now from ``clock_origin``,
-    then eval_history.json (the history may lag the checkpoint, never lead it); return the time the save ended."""
-    book["train_seconds"] = time.monotonic() - clock_origin
-    run_dir.save_checkpoint({**trainer.state_dict(), **book}, trainer.num_timesteps, trainer.config.keep_checkpoints)
-    run_dir.write_history(_history_record(trainer.config, book))
-    lock.heartbeat()
-    return time.monotonic()
+    def checkpoint(self) -> float:
+        """Save the training state and the record, with the training time up to now, then eval_history.json (the
+        history may lag the checkpoint, never lead it); return the time the save ended."""
+        entries = {**self.record.checkpoint_entries(), "train_seconds": time.monotonic() - self.clock_origin}
+        self.run_dir.save_checkpoint({**self.trainer.state_dict(), **entries}, self.trainer.num_timesteps,
+                                     self.config.keep_checkpoints)
+        self.run_dir.write_record(self.record)
+        self.lock.heartbeat()
+        return time.monotonic()
 
-
-def _above(score: float, stop_return: float | None) -> bool:
-    """Whether an evaluation's mean ``score`` stops the run (None: no early stop)."""
-    return stop_return is not None and score > stop_return
+    def evaluate(self) -> float:
+        """Evaluate the policy, add the evaluation to the record, log it and checkpoint; return its mean return."""
+        seconds = round(time.monotonic() - self.clock_origin, 3)  # trained before this evaluation
+        evaluation = dataclasses.replace(self.trainer.evaluate(len(self.record.evaluations)),
+                                         time=round(time.time(), 3), train_seconds=seconds)
+        self.record = dataclasses.replace(self.record, evaluations=self.record.evaluations + (evaluation,))
+        self.tracker.log(evaluation.metrics(), self.trainer.num_timesteps)
+        return evaluation.mean
 
 
 def _next_multiple(step: int, interval: int) -> int:
@@ -117,7 +240,7 @@ def _next_multiple(step: int, interval: int) -> int:
 
 
 def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
-    """Train (or resume) the run (config.algo, config.seed) in ``<runs_dir>/<algo>_seed-<seed>``.
+    """Train (or resume) the run (arm, seed) of ``config`` in ``<runs_dir>/<arm>_seed-<seed>``.
 
     Evaluates at step 0 and every ``eval_interval`` steps and at the end of the budget, checkpoints
     after each evaluation and every ``checkpoint_interval_s`` seconds, and stops at
@@ -137,69 +260,64 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     lock.acquire()
     with contextlib.ExitStack() as cleanup:  # undone in the reverse order, whether the session ends or fails
         cleanup.callback(lock.release)
-        state, saved_record = run_dir.resume(config)
-        if state is None and saved_record is not None and saved_record.get("history"):
-            return _report_without_checkpoint(saved_record, run_dir)
-        book = _bookkeeping(state, saved_record)
+        state, saved = run_dir.resume(config)
+        if state is None and saved is not None and saved.evaluations:
+            return _report_without_checkpoint(saved, run_dir)
+        record = _resumed_record(config, run_dir, state, saved)
         trainer = Trainer(config, device)
         cleanup.callback(trainer.close)
         if state is not None:
             trainer.load_state_dict(state)
-        session = session_provenance(device, config.env_threads, trainer.num_timesteps)
-        book["sessions"].append(session)
+        provenance = session_provenance(device, config.env_threads, trainer.num_timesteps)
+        record = dataclasses.replace(record, sessions=record.sessions + (provenance,))
         start = f"resuming from step {trainer.num_timesteps:,}" if state is not None else "starting"
-        print(f"{config.run_name}: {start} on {device} ({session['device_name']})", file=sys.stderr)
-        metrics_log = MetricsLog(run_dir.path / METRICS_FILE)
+        print(f"{config.run_name}: {start} on {device} ({provenance['device_name']})", file=sys.stderr)
         # Lines logged after the checkpoint belong to work that is about to be redone.
-        metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
-        run_dir.write_history(_history_record(config, book))
-        tracker = Tracker(config.run_name, book["wandb_run_id"], config.to_dict(), config.runs_dir, metrics_log)
+        run_dir.metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
+        run_dir.write_record(record)
+        tracker = Tracker(config.run_name, record.wandb_run_id or "", config.to_dict(), config.runs_dir,
+                          run_dir.metrics_log)
         # A session that ends in an exception shows as failed in W&B; one stopped by Ctrl-C does not.
         cleanup.push(lambda failure, *_: tracker.finish(exit_code=int(failure not in (None, KeyboardInterrupt))))
+        session = Session(trainer, record, run_dir, lock, tracker, float((state or {}).get("train_seconds", 0.0)))
         bar = progress_bar(total=config.total_timesteps, initial=min(trainer.num_timesteps, config.total_timesteps),
                            desc=config.run_name, unit="step", unit_scale=True, disable=not show_progress)
-        if book["eval_history"]:
-            bar.set_postfix_str(f"eval {mean_return(book['eval_history'][-1]):.1f}", refresh=False)
+        if record.last is not None:
+            bar.set_postfix_str(f"eval {record.last.mean:.1f}", refresh=False)
         with StopRequest() as stop, bar:
-            stop_reason = _train_loop(trainer, book, run_dir, lock, tracker, bar, stop)  # a stop signal: checkpoint
+            stop_reason = _train_loop(session, bar, stop)  # a stop signal: checkpointed
         if stop_reason == "stopped by SIGINT":  # Ctrl-C, or a notebook's interrupt: stop what would come next, too
             raise KeyboardInterrupt(f"{config.run_name}: stopped and saved at step {trainer.num_timesteps:,}")
-        return RunResult(run_dir.path, trainer.num_timesteps, book["eval_history"], stop_reason, tracker.url,
-                         book["wandb_run_id"])
+        return RunResult(session.record, trainer.num_timesteps, stop_reason, tracker.url)
 
 
-def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, lock: RunLock, tracker: Tracker,
-                bar: tqdm, stop: StopRequest) -> str:
+def _train_loop(session: Session, bar: tqdm, stop: StopRequest) -> str:
     """Train until the budget is spent, an evaluation exceeds ``stop_return`` or a stop signal; return why."""
-    cfg, history = trainer.config, book["eval_history"]
-    if history and _above(mean_return(history[-1]), cfg.stop_return):
+    trainer, cfg, last = session.trainer, session.config, session.record.last
+    if last is not None and exceeds(last.mean, cfg.stop_return):
         return "stop_return"
-    next_eval = _next_multiple(history[-1]["step"], cfg.eval_interval) if history else 0
+    eval_interval = cfg.eval_interval
+    assert eval_interval is not None  # the run's default, set by TrainConfig.__post_init__
+    next_eval = _next_multiple(last.step, eval_interval) if last is not None else 0
     next_snapshot = _next_multiple(trainer.num_timesteps - 1, cfg.snapshot_interval)
     snapshot_step = None  # the step of this session's newest snapshot
     log_every = max(1, LOG_INTERVAL // cfg.batch_size)
     window: list[dict[str, float]] = []  # the statistics of the updates since the last log line
-    # train_seconds counts on from the saved total: it is the time since this (shifted) origin.
-    clock_origin = time.monotonic() - book["train_seconds"]
     last_save = log_time = time.monotonic()
     log_steps = trainer.num_timesteps
     while True:
         if trainer.num_timesteps >= next_snapshot:
-            run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
+            session.run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
             snapshot_step, next_snapshot = trainer.num_timesteps, _next_multiple(trainer.num_timesteps,
                                                                                  cfg.snapshot_interval)
         budget_spent = trainer.num_timesteps >= cfg.total_timesteps
-        if trainer.num_timesteps >= next_eval or (budget_spent and history[-1]["step"] != trainer.num_timesteps):
-            seconds = round(time.monotonic() - clock_origin, 3)  # trained before this evaluation
-            record = trainer.evaluate(len(history))
-            record.update(time=round(time.time(), 3), train_seconds=seconds)
-            history.append(record)
-            next_eval = _next_multiple(trainer.num_timesteps, cfg.eval_interval)
-            score = mean_return(record)
-            tracker.log(evaluation_metrics(record), trainer.num_timesteps)
-            last_save = _checkpoint(trainer, book, run_dir, lock, clock_origin)
-            bar.set_postfix_str(f"eval {score:.1f}", refresh=False)
-            if _above(score, cfg.stop_return):
+        evaluated_last = session.record.last is not None and session.record.last.step == trainer.num_timesteps
+        if trainer.num_timesteps >= next_eval or (budget_spent and not evaluated_last):
+            mean_return = session.evaluate()
+            next_eval = _next_multiple(trainer.num_timesteps, eval_interval)
+            last_save = session.checkpoint()
+            bar.set_postfix_str(f"eval {mean_return:.1f}", refresh=False)
+            if exceeds(mean_return, cfg.stop_return):
                 stop_reason = "stop_return"
                 break
         if budget_spent:
@@ -215,16 +333,16 @@ def _train_loop(trainer: Trainer, book: dict[str, Any], run_dir: RunDirectory, l
             if trainer.episode_returns:
                 metrics["charts/episode_return"] = float(np.mean(trainer.episode_returns))
                 metrics["charts/episode_length"] = float(np.mean(trainer.episode_lengths))
-            tracker.log(metrics, trainer.num_timesteps)
+            session.tracker.log(metrics, trainer.num_timesteps)
             log_time, log_steps = now, trainer.num_timesteps
-            lock.heartbeat()
+            session.lock.heartbeat()
         # A timed save is skipped when an evaluation (which checkpoints) comes next at this very step:
         # rewriting checkpoint-<step>.pt in place is what a synced folder such as Drive may lose.
         evaluates_next = trainer.num_timesteps >= min(next_eval, cfg.total_timesteps)
         if stop.requested or (time.monotonic() - last_save >= cfg.checkpoint_interval_s and not evaluates_next):
-            last_save = _checkpoint(trainer, book, run_dir, lock, clock_origin)
-            if stop.requested:
+            last_save = session.checkpoint()
+            if stop.requested and stop.received is not None:
                 return f"stopped by {stop.received.name}"
     if snapshot_step != trainer.num_timesteps:  # the final weights, unless the schedule just saved them
-        run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
+        session.run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
     return stop_reason

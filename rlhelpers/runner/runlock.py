@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from rlhelpers.core.errors import RLHelpersError, write_error
-from rlhelpers.runner.files import LOCK_FILE, write_atomically
+from rlhelpers.runner.store import LOCK_FILE, write_atomically
 
 POLL_S = 0.05  # between two looks at a claim that another process holds
 TEST_STALE_AFTER_ENV = "RLHELPERS_TEST_STALE_AFTER_S"  # test-only: seconds after which a heartbeat is stale
@@ -206,7 +206,7 @@ class RunLock:
             if self._create(self.path):
                 return
             raw, owner = _read(self.path)
-            if raw is None:
+            if raw is None or owner is None:
                 continue  # released between the two calls
             if self._is_self(owner):
                 self._write()

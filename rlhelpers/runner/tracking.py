@@ -23,8 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.files import HISTORY_FILE, METRICS_FILE
-from rlhelpers.runner.metrics_log import MetricsLog
+from rlhelpers.runner.store import HISTORY_FILE, METRICS_FILE, MetricsLog
 
 WANDB_KEY = "WANDB_API_KEY"  # the environment variable, and the name of the Colab secret
 
@@ -120,7 +119,8 @@ def init_run(project: str, entity: str | None, name: str, run_id: str, config: d
     import wandb  # here, not at the top: the key and mode functions above serve every command, wandb loads slowly
 
     try:  # resume only online: offline, wandb before 0.28 ignores it with a warning in the cell
-        run = wandb.init(project=project, entity=entity, name=name, id=run_id, config=config, mode=mode,
+        run = wandb.init(project=project, entity=entity, name=name, id=run_id, config=config,
+                         mode=mode,  # type: ignore[arg-type]  # online, offline or disabled: validate checked it
                          resume="allow" if mode == "online" else None,
                          settings=wandb.Settings(silent=True, console="off"))
     except wandb.errors.Error as exc:
@@ -176,7 +176,8 @@ class Tracker:
         self.mode = config["wandb_mode"]
         self.run = None if self.mode == "disabled" else init_run(
             config["wandb_project"], config["wandb_entity"], name, run_id, config, self.mode)
-        self.url: str | None = self.run.url if self.mode == "online" else None  # the run's web address, online only
+        # the run's web address, online only
+        self.url: str | None = self.run.url if self.run is not None and self.mode == "online" else None
         where = self.url if self.mode == "online" else "disabled" if self.run is None else (
             f"OFFLINE{'' if has_wandb_key() else ' (no API key found)'}, nothing is uploaded now; its files: "
             f"{Path(self.run.dir).parent}; to publish later: `{publish_command(runs_dir)}`")
