@@ -15,7 +15,7 @@ from typing import Any
 from rlhelpers.core.config import ENV_DEFAULTS
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
-from rlhelpers.report.experiment import EXPERIMENTS
+from rlhelpers.report.experiment import ANALYSIS_JSON, COMPARISON_PNG, EXPERIMENTS
 from rlhelpers.runner.campaign import status_table, train_campaign
 from rlhelpers.runner.config import ARMS, DEFAULT_RUNS_DIR, FIELD_TYPES, TrainConfig, whole_number
 from rlhelpers.runner.launch import CampaignRun
@@ -112,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_whole_number(slurm, "--cpus-per-job", 2, "CPUs per job")
     _add_whole_number(slurm, "--max-requeues", 30, "times a job is requeued at its time limit")
     _add_config_options(campaign, skip=CampaignRun._fields)  # each run sets its own
-    for name, written, default in (("plot", "image to write, .png, .pdf or .svg", "comparison.png"),
-                                   ("analyze", "JSON to write", "analysis.json")):
+    for name, written, default in (("plot", "image to write, .png, .pdf or .svg", COMPARISON_PNG),
+                                   ("analyze", "JSON to write", ANALYSIS_JSON)):
         parsers[name].add_argument("--out", default=None,
                                    help=f"{written} (default: {default} in figures/ for the committed runs/, in "
                                         "<runs-dir>/figures/ for another runs directory)")
@@ -204,8 +204,8 @@ def _train(args: argparse.Namespace) -> int | None:
 def _campaign(args: argparse.Namespace) -> int:
     """Train or resume all runs of one of the report's experiments, N at a time.
 
-    Train or resume the runs of the experiment (Pong's six by default: a2c, task1 and task2 with seeds 0 and 100,
-    each stopping once it passes 18), or of --arms and --seeds, with its game and run settings, seed by seed, each
+    Train or resume the runs of the experiment (its arms and seeds: docs/experiment.md), or of --arms and --seeds,
+    with its game and run settings, seed by seed, each
     in its own process logging to <runs-dir>/<run>/train.log. Finished runs are skipped; a run
     that another live process trains is waited for, then trained if it is unfinished. Ctrl-C or SIGTERM
     checkpoints and stops every run.
@@ -228,7 +228,7 @@ def _campaign(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> None:
     """One line per run: steps, evaluations, speed, state.
 
-    Print the state of the report's six runs, and of any other run present (variants), from their files.
+    Print the state of every run in the runs directory, from their files.
     """
     print(status_table(args.runs_dir))
 
@@ -247,7 +247,7 @@ def _plot(args: argparse.Namespace) -> None:
 
     Draw the comparison plot from every eval_history.json found (the runs must all be of one environment).
     """
-    from rlhelpers.report.plotting import COMPARISON_PNG, figures_dir, plot_comparison
+    from rlhelpers.report.plotting import figures_dir, plot_comparison
 
     out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):

@@ -141,7 +141,7 @@ def run_options(experiment: Experiment | None, **params: Any) -> dict[str, Any]:
 
 def report_runs(experiment: Experiment | None) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """The arms and seeds that ``algo = "all"`` trains: the experiment's, and on a game without one the Pong
-    experiment's (a2c, task1 and task2 with seeds 0 and 100)."""
+    experiment's."""
     return (experiment or PONG).arms, (experiment or PONG).seeds
 
 

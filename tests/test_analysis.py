@@ -27,6 +27,7 @@ from rlhelpers.report.analysis import (
     stage_steps,
     task_gradient_agreement,
 )
+from rlhelpers.report.experiment import ANALYSIS_JSON
 from rlhelpers.report.results import history_divergence
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import train
@@ -350,7 +351,7 @@ def test_a_run_measured_in_a_runs_directory_of_its_own_keeps_every_other_runs_re
 
     train_cartpole("a2c", tmp_path / "runs", 200, seed=1)
     settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
-    committed = json.loads((Path(__file__).parents[1] / "figures" / "analysis.json").read_text())
+    committed = json.loads((Path(__file__).parents[1] / "figures" / ANALYSIS_JSON).read_text())
     committed.update(settings)  # as if measured with this test's quicker settings
     out = tmp_path / "analysis.json"
     out.write_text(json.dumps(committed))
@@ -459,7 +460,7 @@ def test_optimizer_regime_counts_parameters_below_epsilon() -> None:
 def test_the_committed_analysis_is_kept_by_the_current_method() -> None:
     """figures/analysis.json holds measurements of snapshots that exist nowhere any more: its version and
     settings must be those analyze uses, or its next run would drop them."""
-    committed = json.loads((Path(__file__).parents[1] / "figures" / "analysis.json").read_text())
+    committed = json.loads((Path(__file__).parents[1] / "figures" / ANALYSIS_JSON).read_text())
     assert committed["method_version"] == METHOD_VERSION
     defaults = {name: p.default for name, p in inspect.signature(analyze_runs).parameters.items()}
     assert (committed["n_rollouts"], committed["env_seed"], committed["burn_in_steps"], committed["gap_steps"]) == (

@@ -13,14 +13,14 @@ import pytest
 
 from rlhelpers.report import claims
 from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown, verdict_markdown
-from rlhelpers.report.experiment import BREAKOUT
+from rlhelpers.report.experiment import ABLATION, ANALYSIS_JSON, BREAKOUT, BREAKOUT_TEST
 from rlhelpers.runner.store import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"
-COMMITTED_ANALYSIS = json.loads((ROOT / "figures" / "analysis.json").read_text())
-SEEDS_ANALYSIS = json.loads((ROOT / "figures" / "analysis_seeds.json").read_text())  # the five-seed runs'
-BREAKOUT_ANALYSIS = json.loads((ROOT / "figures" / "analysis_breakout.json").read_text())  # the second game's
+COMMITTED_ANALYSIS = json.loads((ROOT / "figures" / ANALYSIS_JSON).read_text())
+SEEDS_ANALYSIS = json.loads((ROOT / "figures" / ABLATION.analysis).read_text())  # the five-seed runs'
+BREAKOUT_ANALYSIS = json.loads((ROOT / "figures" / BREAKOUT_TEST.analysis).read_text())  # the second game's
 
 
 def notebook_claims() -> tuple[list[Claim], str]:

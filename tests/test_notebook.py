@@ -14,7 +14,7 @@ import pytest
 
 from rlhelpers import notebook
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.report.experiment import PONG, experiment_of
+from rlhelpers.report.experiment import ANALYSIS_JSON, PONG, experiment_of
 from rlhelpers.runner.config import TrainConfig, validate
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "report.ipynb"
@@ -173,7 +173,7 @@ def test_outside_a_clone_the_committed_runs_are_fetched_from_repo_url_at_its_com
         fetched = notebook.committed_root(url)
         assert fetched == Path(notebook.COMMITTED_FOLDER) and not (fetched / ".git").exists()
         files = [p for p in fetched.rglob("*") if p.is_file()]
-        assert not [p for p in files if p.suffix == ".pt"] and (fetched / "figures" / "analysis.json").exists()
+        assert not [p for p in files if p.suffix == ".pt"] and (fetched / "figures" / ANALYSIS_JSON).exists()
         listed = subprocess.run(["git", "-C", repo, "ls-tree", "-r", "--name-only", url.rpartition("@")[2]
                                  if name == "pinned" else "HEAD", "runs"], capture_output=True, text=True,
                                 check=True).stdout.split()

@@ -353,7 +353,7 @@ def test_analysis_results_rescores_and_agent_video(tmp_path: Path) -> None:
     assert html.startswith('<img src="data:image/gif;base64,R0lGODlh')
 
     no_rescore = report.rescore_markdown(tmp_path / "runs", rows)
-    assert "No re-score of a committed policy yet" in no_rescore and "--export --episodes 30" in no_rescore
+    assert "No re-score of a committed policy yet" in no_rescore and "evaluate <runs_dir>/<run> --export`" in no_rescore
     from rlhelpers.report.playback import Rescore, save_rescore
     save_rescore(tmp_path / "runs" / "task1_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 15.0, 0.5, 200, 0))
     save_rescore(tmp_path / "runs" / "a2c_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 18.5, 0.5, 200, 0))

@@ -313,7 +313,7 @@ def test_the_second_game_cites_each_run_s_last_evaluation_and_each_arm_s_entropy
 
 
 def test_the_second_games_gradient_facts_come_from_its_own_analysis() -> None:
-    breakout = json.loads((ROOT / "figures" / "analysis_breakout.json").read_text())
+    breakout = json.loads((ROOT / "figures" / BREAKOUT_TEST.analysis).read_text())
     found = claims.measure(ROOT / "runs", None, breakout_dir=ROOT / BREAKOUT.runs_dir, breakout_analysis=breakout)
     snapshots = {s["run"]: s for s in breakout["snapshots"].values()}  # one per run, near 5M
     seeds = [run.removeprefix("task1_") for run in snapshots if run.startswith("task1_")]

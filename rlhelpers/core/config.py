@@ -58,7 +58,7 @@ class AgentConfig:
     """The algorithm, its hyperparameters and how the trainer runs it (one field per CLI option)."""
 
     algo: str = option("a2c", f"algorithm: {', '.join(ALGORITHMS)}")
-    seed: int = option(0, "random seed of the run (the report uses 0 and 100)")
+    seed: int = option(0, "random seed of the run")
     env_id: str = option("PongNoFrameskip-v4", "gymnasium id: an ALE Atari game (e.g. PongNoFrameskip-v4; every ALE "
                          "id, v5 ones included, gets the report's preprocessing, without sticky actions) or an env "
                          "with discrete actions and vector observations (e.g. CartPole-v1)")

@@ -36,7 +36,8 @@ from tqdm import tqdm
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS, state_value
 from rlhelpers.core.networks import ActorCritic
-from rlhelpers.report.plotting import ANALYSIS_JSON, figures_dir
+from rlhelpers.report.experiment import ANALYSIS_JSON
+from rlhelpers.report.plotting import figures_dir
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import resolve_config
 from rlhelpers.runner.store import RunDirectory, load_model, write_atomically

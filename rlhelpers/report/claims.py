@@ -17,6 +17,7 @@ from typing import Any
 
 from rlhelpers.report.curves import arm_curve, mean_of_means, runs_by_arm
 from rlhelpers.report.experiment import ABLATION, BREAKOUT_LEARNS, BREAKOUT_TEST, EQUAL_HP, PONG
+from rlhelpers.report.results import markdown_table
 from rlhelpers.report.seeds import NO_RUNS, arm_runs, measure_arms, measure_seeds, span
 from rlhelpers.runner.config import parse_run_name
 from rlhelpers.runner.store import RunRecord, read_runs
@@ -133,7 +134,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     """Every measurement the report's claims can name, by key, from the Pong experiment's runs in ``runs_dir``
     and their gradient ``analysis`` (and, given ``breakout_dir``, the second game's):
 
-    - ``pass/<run>``: the first evaluation step above the target (``NOT_REACHED``); ``last/<run>``: the last
+    - ``pass/<run>``: the first evaluation step above the stop return (``NOT_REACHED``); ``last/<run>``: the last
       evaluation's mean return;
     - ``until``, ``seed/<run>``, ``below/<arm>/<other>``: ``compare_speed`` of the algorithms;
     - gradient facts, as ``(low, high)`` ranges over the trained snapshots (step 0 left out) or extremes:
@@ -166,7 +167,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     """
     records = read_runs(runs_dir, PONG.seeds)
     evaluated = [record for record in records if record.evaluations]
-    parts = [("pass/", {r.name: NOT_REACHED if (step := r.first_step_above(PONG.target)) is None else step
+    parts = [("pass/", {r.name: NOT_REACHED if (step := r.first_step_above(PONG.stop_return)) is None else step
                         for r in evaluated}),
              ("last/", {r.name: r.last.mean for r in evaluated}),
              ("", compare_speed(records, PONG.arms)),
@@ -210,19 +211,6 @@ def check(claims: Iterable[Claim], measured: dict[str, Any]) -> list[tuple[str, 
         now = _format(measured.get(claim.key, NO_RUNS), claim.fmt)
         rows.append((claim.says, claim.figure, now, now == claim.figure))
     return rows
-
-
-def markdown_table(title: str | None, rows: list[dict[str, str]], left: tuple[int, ...] = (0,), empty: str = "") -> str:
-    """A Markdown table of ``rows`` (column -> cell, the columns those of the first row) under a bold ``title``,
-    or ``empty`` when there are no rows; the columns at the indices ``left`` are left-aligned, the others
-    (numbers) right-aligned."""
-    if not rows:
-        return empty
-    header = list(rows[0])
-    left_columns = {i % len(header) for i in left}
-    align = ["---" if i in left_columns else "---:" for i in range(len(header))]
-    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row.values())} |" for row in rows]
-    return (f"**{title}**\n\n" if title else "") + "\n".join(lines)
 
 
 def verdict_markdown(rows: list[tuple[str, str, str, bool]], runs_dir: str | Path) -> str:

@@ -1,35 +1,47 @@
-"""The report's experiments, each written once: its game and run settings, what it compares, its target and
-milestones, and the predictions of its follow-up sections with the seeds and steps they are judged on. The core
-and the run machinery hold no fact of them; the notebook and the command line take them from here."""
+"""The report's experiments, each written once: its game and run settings, what it compares, its stop return and
+milestones, the predictions of its follow-up sections with the seeds and steps they are judged on, and the names of
+the figures and measurements it commits. The core and the run machinery hold no fact of them; the notebook and the
+command line take them from here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlhelpers.runner.config import DEFAULT_RUNS_DIR
+
+# The report's files in a runs directory's figures_dir (``plotting.figures_dir``); a follow-up section's figure and
+# measurements are its ``Comparison``'s.
+COMPARISON_PNG = "comparison.png"  # the Pong experiment's runs
+ABLATION_PNG = "ablation.png"  # the five-seed arms' curves
+DIAGNOSTICS_PNG = "diagnostics.png"
+MECHANISM_PNG = "mechanism.png"
+ANALYSIS_JSON = "analysis.json"  # the gradient facts of the Pong experiment's runs
+AGENT_GIF = "agent.gif"
+
 
 @dataclass(frozen=True)
 class Experiment:
     """One experiment: runs of ``arms`` x ``seeds`` on ``env_id`` with the run ``settings`` they share, committed
-    in ``runs_dir``. A run stops once an evaluation's mean return exceeds ``target`` (None: no early stop); the
-    results table shows the first step above each of ``milestones`` (and the target)."""
+    in ``runs_dir``. A run stops once an evaluation's mean return exceeds ``stop_return`` (None: no early stop); the
+    results table shows the first step above each of ``milestones`` (and the stop return)."""
 
     env_id: str
     arms: tuple[str, ...]
     seeds: tuple[int, ...]
     runs_dir: str
-    target: float | None = None
+    stop_return: float | None = None
     milestones: tuple[float, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
 
     def options(self) -> dict[str, Any]:
         """The run options every run of the experiment shares (``TrainConfig`` fields)."""
-        return {"env_id": self.env_id, "stop_return": self.target, **self.settings}
+        return {"env_id": self.env_id, "stop_return": self.stop_return, **self.settings}
 
     @property
     def levels(self) -> tuple[float, ...]:
-        """The returns whose first passing the results table shows: the milestones, then the target."""
-        return (*self.milestones, *(() if self.target is None else (self.target,)))
+        """The returns whose first passing the results table shows: the milestones, then the stop return."""
+        return (*self.milestones, *(() if self.stop_return is None else (self.stop_return,)))
 
 
 @dataclass(frozen=True)
@@ -54,13 +66,15 @@ class Prediction:
 @dataclass(frozen=True)
 class Comparison:
     """A follow-up section's test, fixed before its runs: its ``predictions``, the ``seeds`` of each arm, the
-    first and last evaluation step (``window``) that each seed's score S averages, and the experiment's target
-    (the section counts the seeds above it)."""
+    first and last evaluation step (``window``) that each seed's score S averages, the experiment's stop return
+    (the section counts the seeds above it), and the names of its figure and of its gradient measurements."""
 
     predictions: tuple[Prediction, ...]
     seeds: tuple[int, ...]
     window: tuple[int, int]
-    target: float | None = None
+    stop_return: float | None = None
+    figure: str = ""
+    analysis: str = ""
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -70,26 +84,29 @@ class Comparison:
 
 # Pong: A2C against the two all-action variants, seeds 0 and 100; a run stops once it passes 18 ("solved"). The
 # table's milestones: leaving the -21..-20 plateau, then winning more points than losing.
-PONG = Experiment("PongNoFrameskip-v4", ("a2c", "task1", "task2"), (0, 100), "runs", target=18.0,
+PONG = Experiment("PongNoFrameskip-v4", ("a2c", "task1", "task2"), (0, 100), DEFAULT_RUNS_DIR, stop_return=18.0,
                   milestones=(-10.0, 0.0))
 FIVE_SEEDS = (0, 100, 200, 300, 400)  # the follow-ups' seeds: the report's two and three more, 100 apart
 SCORE_WINDOW = (0, 7_200_000)  # S: every evaluation up to the last step every report run reaches (a2c_seed-0's stop)
 # The five-seed section's predictions: A2C faster than task1; task1 with pg_coef 1.0 (A2C's actor weight) faster than
 # task1; task1 with pg_coef 1.0 not slower than A2C.
 ABLATION = Comparison((Prediction(1, "a2c", "task1", True), Prediction(2, "task1-pg1", "task1", True),
-                       Prediction(3, "a2c", "task1-pg1", False)), FIVE_SEEDS, SCORE_WINDOW, PONG.target)
+                       Prediction(3, "a2c", "task1-pg1", False)), FIVE_SEEDS, SCORE_WINDOW, PONG.stop_return,
+                      "seeds.png", "analysis_seeds.json")
 # The equal-hyperparameters section's: task1 at A2C's lr and coefficients (the variant a2chp) is not slower than
 # A2C, and is faster than task1 at the course's hyperparameters.
 EQUAL_HP = Comparison((Prediction(4, "a2c", "task1-a2chp", False), Prediction(5, "task1-a2chp", "task1", True)),
-                      FIVE_SEEDS, SCORE_WINDOW, PONG.target)
+                      FIVE_SEEDS, SCORE_WINDOW, PONG.stop_return, "equal_hp.png")
 
 # Breakout, the second game, as its published A2C runs train it: a lost life ends a training episode, FIRE after
 # every reset and lost life, no early stop, evaluations every 500k steps. Its predictions 8-10 are the Pong
 # answers asked again, on three seeds, S over the 20 evaluations from 0.5M to 10M.
-BREAKOUT = Experiment("BreakoutNoFrameskip-v4", ("a2c", "task1", "task1-pg1"), (0, 100, 200), "runs/breakout",
+BREAKOUT = Experiment("BreakoutNoFrameskip-v4", ("a2c", "task1", "task1-pg1"), (0, 100, 200),
+                      f"{DEFAULT_RUNS_DIR}/breakout",
                       settings={"life_loss": True, "fire_reset": True, "eval_interval": 500_000})
 BREAKOUT_TEST = Comparison((Prediction(8, "a2c", "task1", True), Prediction(9, "task1-pg1", "task1", True),
-                            Prediction(10, "a2c", "task1-pg1", False)), BREAKOUT.seeds, (500_000, 10_000_000))
+                            Prediction(10, "a2c", "task1-pg1", False)), BREAKOUT.seeds, (500_000, 10_000_000),
+                           figure="breakout.png", analysis="analysis_breakout.json")
 BREAKOUT_LEARNS = 30.0  # prediction 7: A2C's seed-averaged evaluation return at 10M is at least this
 
 EXPERIMENTS = {"pong": PONG, "breakout": BREAKOUT}

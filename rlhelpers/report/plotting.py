@@ -22,11 +22,6 @@ from rlhelpers.runner.store import RunRecord, read_runs
 # Two curves can coincide (the all-action actors' gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
 LINE_STYLES = ("-", "--", ":", "-.")  # one per curve, in the order of the arms drawn
-# The report's files in a runs directory's figures_dir.
-COMPARISON_PNG = "comparison.png"
-DIAGNOSTICS_PNG = "diagnostics.png"
-ANALYSIS_JSON = "analysis.json"
-AGENT_GIF = "agent.gif"
 
 
 def arm_color(arm: str) -> str:
@@ -170,7 +165,6 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, arms: 
     return fig
 
 
-MECHANISM_PNG = "mechanism.png"
 SEED_MARKERS = ("o", "s", "^", "D")
 
 

@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.report.analysis import write_analysis
-from rlhelpers.report.claims import markdown_table
-from rlhelpers.report.experiment import PONG
+from rlhelpers.report.experiment import AGENT_GIF, ANALYSIS_JSON, PONG
 from rlhelpers.report.playback import read_rescore, record_video
-from rlhelpers.report.plotting import AGENT_GIF, ANALYSIS_JSON, figures_dir
+from rlhelpers.report.plotting import figures_dir
 from rlhelpers.runner.config import ARMS, format_run_name
 from rlhelpers.runner.store import POLICY_FILE, RunRecord, read_runs
 from rlhelpers.runner.tracking import run_url
@@ -27,6 +26,19 @@ from rlhelpers.runner.tracking import run_url
 # one algorithm.
 TASK_PAIRS = tuple((format_run_name("task1", seed), format_run_name("task2", seed)) for seed in PONG.seeds)
 SEED_PAIRS = tuple(tuple(format_run_name(algo, seed) for seed in PONG.seeds) for algo in PONG.arms)
+
+
+def markdown_table(title: str | None, rows: list[dict[str, str]], left: tuple[int, ...] = (0,), empty: str = "") -> str:
+    """A Markdown table of ``rows`` (column -> cell, the columns those of the first row) under a bold ``title``,
+    or ``empty`` when there are no rows; the columns at the indices ``left`` are left-aligned, the others
+    (numbers) right-aligned."""
+    if not rows:
+        return empty
+    header = list(rows[0])
+    left_columns = {i % len(header) for i in left}
+    align = ["---" if i in left_columns else "---:" for i in range(len(header))]
+    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(align)}|"] + [f"| {' | '.join(row.values())} |" for row in rows]
+    return (f"**{title}**\n\n" if title else "") + "\n".join(lines)
 
 
 def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] | None = PONG.seeds,
@@ -141,4 +153,4 @@ def rescore_markdown(runs_dir: str | Path, records: list[RunRecord]) -> str:
     return markdown_table("The committed float16 policies re-scored on fresh seeds, beside each run's last evaluation "
                           "(within: the two means differ by at most 1.96 standard errors of their difference)", table,
                           empty="*No re-score of a committed policy yet: `python -m rlhelpers evaluate "
-                          "<runs_dir>/<run> --export --episodes 30` writes one, with the policy.pt it re-scores.*")
+                          "<runs_dir>/<run> --export` writes one, with the policy.pt it re-scores.*")

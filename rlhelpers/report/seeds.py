@@ -21,8 +21,6 @@ from rlhelpers.report.plotting import arm_color, draw_seeds, label_steps, save_f
 from rlhelpers.runner.store import RunRecord, read_runs
 
 RESAMPLES = 10_000
-SEEDS_PNG = "seeds.png"
-SEEDS_ANALYSIS_JSON = "analysis_seeds.json"  # the gradient facts of the five-seed runs, beside analysis.json
 NO_RUNS = "no runs"  # what a section measures of an arm that has no runs
 
 
@@ -70,7 +68,7 @@ def arm_runs(runs_dir: str | Path, comparison: Comparison = ABLATION) -> dict[st
 
 def measure_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION) -> dict[str, Any]:
     """What a follow-up section cites, by key: ``score/<run>`` (S, None before it gets there), ``scored/<arm>``
-    (how many seeds have S), ``passed/<arm>`` (how many seeds' evaluations exceeded its target), ``pass/<arm>``
+    (how many seeds have S), ``passed/<arm>`` (how many seeds' evaluations exceeded its stop return), ``pass/<arm>``
     (the range of their first steps above it), ``training/<arm>`` (how many seeds are not finished yet) and
     ``last/<arm>`` (the mean of its seeds' last evaluation means), for each arm of ``comparison`` (``NO_RUNS`` for
     an arm without runs); and per prediction, x over y, once both arms have S for every seed: ``delta/<x>/<y>``
@@ -86,8 +84,8 @@ def measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> di
     for arm, records in runs.items():
         found.update({f"score/{r.name}": seed_score(r, comparison.window) for r in records})
         scores[arm] = [found[f"score/{r.name}"] for r in records if found[f"score/{r.name}"] is not None]
-        target = comparison.target
-        passes = [step for step in (r.first_step_above(target) for r in records if target is not None)
+        stop = comparison.stop_return
+        passes = [step for step in (r.first_step_above(stop) for r in records if stop is not None)
                   if step is not None]
         counts = {f"scored/{arm}": len(scores[arm]), f"passed/{arm}": len(passes), f"pass/{arm}": span(passes),
                   f"training/{arm}": sum(not r.finished() for r in records),
@@ -103,11 +101,11 @@ def measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> di
 
 def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str | Path | None = None) -> Figure:
     """The figure of a follow-up section, of the three arms of its ``comparison``: (a-c) each arm's seeds (thin; ×
-    where one stopped above its target) and their mean (thick), the score window shaded; (d) each seed's score S
+    where one stopped above its stop return) and their mean (thick), the score window shaded; (d) each seed's score S
     and the arm's mean; (e) Δ of each prediction with its 95% bootstrap interval and P(X > Y), once both of its
     arms have all their seeds."""
     runs = arm_runs(runs_dir, comparison)
-    found, target = measure_arms(runs, comparison), comparison.target
+    found, stop = measure_arms(runs, comparison), comparison.stop_return
     window = " to ".join(f"{step / 1e6:.1f}M" if step else "0" for step in comparison.window)
     fig = plt.figure(figsize=(11, 7.6))
     grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
@@ -121,8 +119,8 @@ def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str
             curve = arm_curve(records)
             ax.plot(curve.steps, curve.means, color=arm_color(arm), linewidth=2.2, label="mean of the seeds")
         ax.axvspan(*comparison.window, color="0.5", alpha=0.08, linewidth=0)
-        if target is not None:
-            ax.axhline(target, color="0.3", linestyle=":", linewidth=0.8)
+        if stop is not None:
+            ax.axhline(stop, color="0.3", linestyle=":", linewidth=0.8)
         label_steps(ax)
         ax.grid(alpha=0.3)
         when = found[f"pass/{arm}"] if records else None  # first and last step, written once when they round alike
@@ -130,8 +128,8 @@ def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str
         training = found[f"training/{arm}"] if records else 0  # a seed on its way is not one that failed
         notes += [f"{training} still training"] if training else []
         count = f"{len(records)} seed" + "s" * (len(records) != 1)
-        title = f"({'abc'[i]}) {arm}: " + ("no runs" if not records else count if target is None
-                                             else f"{found[f'passed/{arm}']} of {len(records)} above {target:g}")
+        title = f"({'abc'[i]}) {arm}: " + ("no runs" if not records else count if stop is None
+                                             else f"{found[f'passed/{arm}']} of {len(records)} above {stop:g}")
         ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs, found, window)

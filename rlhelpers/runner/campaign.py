@@ -1,6 +1,6 @@
-"""The report's six runs as one job: train or resume them N at a time, and report their state.
+"""A set of runs as one job: train or resume them N at a time, and report their state.
 
-``run_campaign`` starts each unfinished run of the report as its own ``python -m rlhelpers train``
+``run_campaign`` starts each unfinished run as its own ``python -m rlhelpers train``
 process, logging to ``<runs_dir>/<run>/train.log``, and starts the next one when one ends. A run
 that another live process trains (such as a child of a killed campaign, still checkpointing) is waited
 for and then trained if it is still unfinished. A second campaign on the same runs directory exits at
@@ -277,7 +277,7 @@ def train_campaign(options: dict[str, Any], arms: tuple[str, ...], seeds: tuple[
                    parallel: int | None = None, show_progress: bool = False,
                    slurm: dict[str, Any] | None = None) -> int:
     """Train or resume every unfinished run of the ``arms`` (``task1``, or ``task1-pg1`` for a variant)
-    with ``seeds`` (default: the report's, 0 and 100), seed by seed, with the shared ``options`` (``TrainConfig``
+    with ``seeds``, seed by seed, with the shared ``options`` (``TrainConfig``
     fields, ``check_options``): ``parallel`` at a time on this machine (default and torch threads per run:
     ``campaign_parallel``), or with ``slurm`` (``cluster.submit_runs``' settings) as SLURM jobs, ``parallel`` of
     them running at once (default: as many as SLURM allows).
