@@ -11,7 +11,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -34,7 +36,7 @@ CARTPOLE = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500"
 
 
 @pytest.fixture
-def live_pid() -> int:
+def live_pid() -> Iterator[int]:
     """The pid of a live process on this host that is not the test itself."""
     proc = subprocess.Popen(["sleep", "300"])
     yield proc.pid
@@ -45,6 +47,20 @@ def live_pid() -> int:
 def hold_lock(path: Path, pid: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"host": socket.gethostname(), "pid": pid, "heartbeat": time.time()}))
+
+
+def saved_history(run: Path) -> dict[str, Any]:
+    """The contents of ``run``'s eval_history.json, which it must have."""
+    record = RunDirectory(run).read_history()
+    assert record is not None, f"no history in {run}"
+    return record
+
+
+def checkpointed_step(run: Path) -> int:
+    """The step of ``run``'s latest checkpoint, which it must have."""
+    state = RunDirectory(run).load_latest_checkpoint()
+    assert state is not None, f"no checkpoint in {run}"
+    return state["num_timesteps"]
 
 
 def write_history(run_path: Path, means: list[float], total: int = 1_000, stop: float = 18.0) -> None:
@@ -69,8 +85,9 @@ def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:
                       "a2c_seed-100": "running", "task1_seed-100": "not started", "task2_seed-100": "not started"}
     running = run_status(tmp_path / "a2c_seed-100")
     assert running.steps == 800 and running.steps_per_s == pytest.approx(100.0)
-    assert running.eta_s == pytest.approx(200 / running.steps_per_s)
+    assert running.steps_per_s is not None and running.eta_s == pytest.approx(200 / running.steps_per_s)
     finished = run_status(tmp_path / "a2c_seed-0")
+    assert finished.last is not None and finished.best is not None
     assert finished.last.mean == 3.0 and finished.last.sem == pytest.approx(1.0) and finished.best.mean == 3.0
     table = status_table(tmp_path).splitlines()
     assert [line.split()[0] for line in table[1:]] == ["a2c_seed-0", "a2c_seed-100", "task1_seed-0", "task2_seed-0"]
@@ -105,13 +122,13 @@ def test_campaign_trains_all_runs_skips_finished_and_waits_for_held_ones(tmp_pat
     assert untouched_while_held == [True]
     assert "a2c_seed-0: started" in out  # the released run is trained now
     for name in RUN_NAMES:
-        record = RunDirectory(runs / name).read_history()
+        record = saved_history(runs / name)
         assert [p["step"] for p in record["history"]] == [0, 500, 1_000], name
         session = record["provenance"][0]
         assert (record["config"]["torch_threads"], session["env_threads"]) == (1, 0)  # the CPU campaign's defaults
         assert "campaign: " in (runs / name / TRAIN_LOG).read_text()
-    starts = sorted((RunDirectory(runs / n).read_history()["provenance"][0]["start_time"],
-                     RunDirectory(runs / n).read_history()["history"][-1]["time"]) for n in RUN_NAMES)
+    starts = sorted((saved_history(runs / n)["provenance"][0]["start_time"],
+                     saved_history(runs / n)["history"][-1]["time"]) for n in RUN_NAMES)
     for i, (start, _) in enumerate(starts):  # never more than two runs at once
         assert sum(s <= start < end for s, end in starts[:i]) <= 1
     assert not (runs / CAMPAIGN_LOCK).exists()
@@ -156,7 +173,7 @@ def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path
         f"{name} ({'paused' if i < 2 else 'not started'}, step {run_status(runs / name).steps:,})"
         for i, name in enumerate(RUN_NAMES)) + "; the same command resumes them"], out
     for path, pid in zip(first_two, children, strict=True):
-        assert RunDirectory(path).load_latest_checkpoint()["num_timesteps"] >= 10_000
+        assert checkpointed_step(path) >= 10_000
         assert "(stopped by SIGTERM)" in (path / TRAIN_LOG).read_text()
         assert not (path / LOCK_FILE).exists()
         with pytest.raises(ProcessLookupError):
@@ -240,7 +257,7 @@ def test_a_campaign_of_other_seeds_and_a_variant_trains_them_seed_by_seed_under_
     assert started == ["a2c_seed-200", "task1-pg1_seed-200", "a2c_seed-300", "task1-pg1_seed-300"]
     assert sorted(p.name for p in runs.iterdir()) == sorted([*started, "task1_seed-0"])
     for name in started:
-        config = RunDirectory(runs / name).read_history()["config"]
+        config = saved_history(runs / name)["config"]
         variant = "pg1" if "-pg1" in name else ""
         assert (config["variant"], config["seed"], config["pg_coef"]) == (variant, int(name[-3:]), 1.0)
     assert main(["status", "--runs-dir", str(runs)]) == 0
@@ -318,7 +335,7 @@ def test_a_run_stopped_from_outside_is_named_and_the_campaign_fails(tmp_path: Pa
     os.kill(json.loads((run / LOCK_FILE).read_text())["pid"], signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, (out, err)
-    assert RunDirectory(run).load_latest_checkpoint()["num_timesteps"] >= 10_000
+    assert checkpointed_step(run) >= 10_000
     assert err.splitlines()[-1] == f"not finished: a2c_seed-0 (paused, step {run_status(run).steps:,})"
 
 
@@ -353,7 +370,7 @@ def test_a_campaign_passes_the_game_settings_to_its_runs(tmp_path: Path) -> None
             "--env-id", "BreakoutNoFrameskip-v4", "--life-loss", "--no-fire-reset", "--n-envs", "2",
             "--total-timesteps", "20", "--n-eval-episodes", "1", "--n-eval-envs", "1", "--wandb-mode", "disabled"]
     assert main(args) == 0
-    config = RunDirectory(tmp_path / "a2c_seed-0").read_history()["config"]
+    config = saved_history(tmp_path / "a2c_seed-0")["config"]
     assert (config["env_id"], config["life_loss"], config["fire_reset"]) == ("BreakoutNoFrameskip-v4", True, False)
     assert status_table(tmp_path).splitlines()[1].endswith("finished (life_loss)")  # status shows them
 

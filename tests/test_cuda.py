@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -36,8 +37,8 @@ SOLVED = 475.0  # CartPole-v1's reward threshold: the mean evaluation return tha
 BUDGET = 300_000  # environment steps
 
 # A short CartPole run that never stops early (the options a campaign's runs share).
-SHORT = dict(env_id="CartPole-v1", n_envs=4, eval_interval=1_000, n_eval_episodes=2, n_eval_envs=2, stop_return=1000.0,
-             wandb_mode="disabled")
+SHORT: dict[str, Any] = dict(env_id="CartPole-v1", n_envs=4, eval_interval=1_000, n_eval_episodes=2, n_eval_envs=2,
+                             stop_return=1000.0, wandb_mode="disabled")
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=ON_CUDA)])
@@ -51,9 +52,23 @@ def cartpole(tmp_path: Path, device: str, algo: str = "task1", **overrides: obje
     return TrainConfig(**{**SHORT, "algo": algo, "device": device, "runs_dir": str(tmp_path), **overrides})
 
 
+def saved_history(run: Path) -> dict[str, Any]:
+    """The contents of ``run``'s eval_history.json, which it must have."""
+    record = RunDirectory(run).read_history()
+    assert record is not None, f"no history in {run}"
+    return record
+
+
+def saved_checkpoint(run: Path) -> dict[str, Any]:
+    """``run``'s latest checkpoint, which it must have."""
+    state = RunDirectory(run).load_latest_checkpoint()
+    assert state is not None, f"no checkpoint in {run}"
+    return state
+
+
 def sessions(run: Path) -> list[dict]:
     """The provenance of each training session of ``run``."""
-    return RunDirectory(run).read_history()["provenance"]
+    return saved_history(run)["provenance"]
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -70,7 +85,7 @@ def test_solves_cartpole(device: str, algo: str, tmp_path: Path) -> None:
     assert result.num_timesteps <= BUDGET
 
 
-def trainer_state(trainer: Trainer) -> dict[str, object]:
+def trainer_state(trainer: Trainer) -> dict[str, Any]:
     """What a resume must restore, in comparable form: weights and optimizer state on the CPU, and counters."""
     state = trainer.state_dict()
     optimizer = {(i, key): value.cpu() for i, moments in state["optimizer"]["state"].items()
@@ -80,7 +95,7 @@ def trainer_state(trainer: Trainer) -> dict[str, object]:
                          state["episode_lengths"])}
 
 
-def assert_same_state(a: dict[str, object], b: dict[str, object]) -> None:
+def assert_same_state(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert a["counters"] == b["counters"]
     for part in ("model", "optimizer"):
         assert a[part].keys() == b[part].keys()
@@ -111,7 +126,7 @@ def test_a_resumed_run_trains_as_the_uninterrupted_one(device: str, algo: str, t
         straight.close()
     resumed = Trainer(config, torch_device)
     try:
-        resumed.load_state_dict(run_dir.load_latest_checkpoint())
+        resumed.load_state_dict(saved_checkpoint(run_dir.path))
         assert resumed.model.critic_head.weight.device.type == device
         assert [resumed.train_iteration() for _ in range(half)] == second_half
         assert_same_state(trainer_state(resumed), expected)
@@ -128,7 +143,7 @@ def test_a_checkpoint_carries_a_run_to_its_next_session_on_either_device(first: 
     the new device unchanged, the next update runs there, and the run goes on to its budget with one history."""
     train(cartpole(tmp_path, first, total_timesteps=2_000), show_progress=False)
     run = tmp_path / "task1_seed-0"
-    saved = RunDirectory(run).load_latest_checkpoint()
+    saved = saved_checkpoint(run)
     trainer = Trainer(*resolve_config(cartpole(tmp_path, then, total_timesteps=4_000)))
     try:
         trainer.load_state_dict(saved)
@@ -157,7 +172,7 @@ def test_the_campaign_trains_its_runs_with_one_torch_thread_each(device: str, tm
                           ALGOS, (0,)) == 0
     for algo in ALGOS:
         run = tmp_path / "runs" / f"{algo}_seed-0"
-        assert [point["step"] for point in RunDirectory(run).read_history()["history"]] == [0, 1_000]
+        assert [point["step"] for point in saved_history(run)["history"]] == [0, 1_000]
         [session] = sessions(run)
         assert session["device"].startswith(device) and session["torch_threads"] == 1
 
