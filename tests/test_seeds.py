@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from matplotlib.colors import to_hex
+from test_plotting import label_of
 
 from rlhelpers.report import claims, seeds
 from rlhelpers.report.experiment import (
@@ -219,8 +220,8 @@ def test_each_arm_keeps_its_colour_from_one_figure_to_the_next(tmp_path) -> None
 
     by_panel = {ax.get_title().split(":")[0].split(") ")[1]: colours(ax) for fig in (ablation, equal_hp)
                 for ax in fig.axes[:3]}
-    by_legend = {str(line.get_label()).split(" (")[0]: {to_hex(line.get_color())} for line in comparison.axes[0].lines
-                 if not str(line.get_label()).startswith("_")}
+    by_legend = {label_of(line).split(" (")[0]: {to_hex(line.get_color())} for line in comparison.axes[0].lines
+                 if not label_of(line).startswith("_")}
     assert by_panel == by_legend and len({colour for c in by_panel.values() for colour in c}) == 4
 
 
