@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -28,10 +29,24 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cartpole(tmp_path: Path, total: int, **overrides: object) -> TrainConfig:
-    values = dict(algo="task1", env_id="CartPole-v1", total_timesteps=total, n_envs=4, eval_interval=1_000,
-                  n_eval_episodes=2, n_eval_envs=2, stop_return=1e9, snapshot_interval=1_000,
-                  runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu")
+    values: dict[str, Any] = dict(algo="task1", env_id="CartPole-v1", total_timesteps=total, n_envs=4,
+                                  eval_interval=1_000, n_eval_episodes=2, n_eval_envs=2, stop_return=1e9,
+                                  snapshot_interval=1_000, runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu")
     return TrainConfig(**{**values, **overrides})
+
+
+def saved_history(run: RunDirectory) -> dict[str, Any]:
+    """The contents of the run's eval_history.json, which it must have."""
+    record = run.read_history()
+    assert record is not None, f"no history in {run.path}"
+    return record
+
+
+def saved_checkpoint(run: RunDirectory) -> dict[str, Any]:
+    """The run's latest checkpoint, which it must have."""
+    state = run.load_latest_checkpoint()
+    assert state is not None, f"no checkpoint in {run.path}"
+    return state
 
 
 # ---------------------------------------------------------------- a bf16 run of an earlier version
@@ -39,10 +54,10 @@ def cartpole(tmp_path: Path, total: int, **overrides: object) -> TrainConfig:
 def test_a_run_trained_in_bf16_by_an_earlier_version_is_not_resumed_in_fp32(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 200), show_progress=False)
     run = RunDirectory(tmp_path / "task1_seed-0")
-    record = run.read_history()
+    record = saved_history(run)
     record["config"]["precision"] = "bf16"  # as versions that trained the encoder in bfloat16 saved it
     run.write_history(record)
-    state = run.load_latest_checkpoint()
+    state = saved_checkpoint(run)
     state["config"]["precision"] = "bf16"
     path = run.checkpoints()[0][1]
     torch.save(state, path)
@@ -56,9 +71,9 @@ def test_saved_records_name_no_path_of_this_machine(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 1_000), show_progress=False)
     run = RunDirectory(tmp_path / "task1_seed-0")
     assert str(tmp_path) not in run.history_path.read_text()
-    checkpoint = run.load_latest_checkpoint()
+    checkpoint = saved_checkpoint(run)
     snapshot = torch.load(next((run.path / SNAPSHOT_DIR).glob("*.pt")), weights_only=True)
-    for config in (run.read_history()["config"], checkpoint["config"], snapshot["config"]):
+    for config in (saved_history(run)["config"], checkpoint["config"], snapshot["config"]):
         assert "runs_dir" not in config and config["algo"] == "task1"
 
 
@@ -66,8 +81,9 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     train(cartpole(tmp_path, 2_000), show_progress=False)
     train(cartpole(tmp_path, 3_000), show_progress=False)
     record = read_run(tmp_path / "task1_seed-0")
+    assert record is not None
     assert (record.name, record.label, record.seed, record.config["variant"]) == ("task1_seed-0", "task1", 0, "")
-    saved = RunDirectory(tmp_path / "task1_seed-0").read_history()
+    saved = saved_history(RunDirectory(tmp_path / "task1_seed-0"))
     first, second = saved["provenance"]
     assert (first["start_step"], second["start_step"]) == (0, 2_000)
     for key in ("rlhelpers", "torch", "gymnasium", "ale_py", "numpy", "python", "device_name", "cpu_count"):
@@ -78,9 +94,10 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     assert first["git_commit"] == commit  # None only where the package is not in a git checkout
     history = record.evaluations
     assert [p.step for p in history] == [0, 1_000, 2_000, 3_000] and record.last == history[-1]
-    assert record.finished() and len(record.last.returns) == len(record.last.lengths) == 2
+    assert record.finished() and record.last is not None and len(record.last.returns) == len(record.last.lengths) == 2
     times = [p["time"] for p in saved["history"]]
-    seconds = [p.train_seconds for p in history]
+    seconds = [p.train_seconds for p in history if p.train_seconds is not None]
+    assert len(seconds) == len(history)  # every evaluation has its training time
     assert times == sorted(times) and abs(times[0] - first["start_time"]) < 60
     assert seconds == sorted(seconds) and seconds[0] >= 0 and seconds[-1] < time.time() - first["start_time"] + 1
 
@@ -89,7 +106,7 @@ def test_metrics_log_mirrors_what_is_logged(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 30_000, eval_interval=10_000), show_progress=False)
     run_path = tmp_path / "task1_seed-0"
     metrics = read_metrics(run_path / METRICS_FILE)
-    history = RunDirectory(run_path).read_history()["history"]
+    history = saved_history(RunDirectory(run_path))["history"]
     evals = [m for m in metrics if "eval/mean_return" in m]
     assert [m["global_step"] for m in evals] == [p["step"] for p in history]
     assert [m["eval/mean_return"] for m in evals] == pytest.approx([sum(p["returns"]) / 2 for p in history])
@@ -137,7 +154,7 @@ def test_snapshots_every_interval_rebuild_the_model(tmp_path: Path) -> None:
     model = build_model(tuple(final["obs_shape"]), final["n_actions"], final["config"]["algo"],
                         final["config"]["hidden_size"])
     model.load_state_dict(final["model"])
-    newest = run.load_latest_checkpoint()
+    newest = saved_checkpoint(run)
     assert newest["num_timesteps"] == 2_500
     assert all(torch.equal(final["model"][k], v) for k, v in newest["model"].items())
     first = torch.load(snapshots[0], weights_only=True)
@@ -163,7 +180,7 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "(stopped by SIGTERM)" in out
-    newest = run.load_latest_checkpoint()["num_timesteps"]
+    newest = saved_checkpoint(run)["num_timesteps"]
     assert newest >= 20_000  # well past the step-0 checkpoint of the first evaluation
     assert max(m["global_step"] for m in read_metrics(run.path / METRICS_FILE)) <= newest
     assert not (run.path / LOCK_FILE).exists()
