@@ -197,7 +197,7 @@ def _train(args: argparse.Namespace) -> int | None:
         print(f"{stopped or 'interrupted'}; to resume: `python -m rlhelpers {shlex.join(sys.argv[1:])}`")
         return 130
     last = result.record.evaluations[-1]  # a run ends with an evaluation, or is reported from its evaluated history
-    print(f"{result.record.path}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
+    print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
           f"{last.mean:.2f} at step {last.step:,}")
 
 

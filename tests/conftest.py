@@ -16,8 +16,9 @@ import torch  # noqa: E402
 
 try:
     import wandb
+    HAVE_WANDB = True
 except ImportError:  # a GPU machine's check (bench/gpu_check.sh) carries only what its tests need: no W&B
-    wandb = None
+    HAVE_WANDB = False
 
 torch.set_num_threads(1)
 
@@ -28,7 +29,7 @@ def wandb_sandbox(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 
     W&B reads its settings once per process, so its global state is torn down around each test.
     """
-    if wandb is not None:
+    if HAVE_WANDB:
         wandb.teardown()
     monkeypatch.setenv("WANDB_DIR", str(tmp_path_factory.mktemp("wandb")))
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -36,5 +37,5 @@ def wandb_sandbox(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("NETRC", str(tmp_path_factory.getbasetemp() / "no-netrc"))
     monkeypatch.delenv("WANDB_MODE", raising=False)
     yield
-    if wandb is not None:
+    if HAVE_WANDB:
         wandb.teardown()

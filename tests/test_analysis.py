@@ -5,13 +5,15 @@ from __future__ import annotations
 import inspect
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from rlhelpers.core.networks import build_model
+from rlhelpers.core.networks import ActorCritic, build_model
 from rlhelpers.core.optim import RMSpropTFLike
 from rlhelpers.report.analysis import (
     METHOD_VERSION,
@@ -34,14 +36,20 @@ from rlhelpers.runner.run import train
 from rlhelpers.runner.store import read_runs
 
 
-def bias_only_model(policy_bias: list[float], q_bias: list[float]) -> torch.nn.Module:
+def linear_layer(module: torch.nn.Module) -> torch.nn.Linear:
+    """A head of the model, which is a linear layer."""
+    assert isinstance(module, torch.nn.Linear)
+    return module
+
+
+def bias_only_model(policy_bias: list[float], q_bias: list[float]) -> ActorCritic:
     """An MLP actor-critic whose features are zero: logits = policy bias, Q = critic bias, for every state."""
     model = build_model((3,), len(policy_bias), "task1", hidden_size=4).double()
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()
-        model.policy_head.bias.copy_(torch.tensor(policy_bias, dtype=torch.float64))
-        model.critic_head.bias.copy_(torch.tensor(q_bias, dtype=torch.float64))
+        linear_layer(model.policy_head).bias.copy_(torch.tensor(policy_bias, dtype=torch.float64))
+        linear_layer(model.critic_head).bias.copy_(torch.tensor(q_bias, dtype=torch.float64))
     return model
 
 
@@ -108,7 +116,7 @@ def test_advantage_scale_matches_the_closed_form() -> None:
     with torch.no_grad():
         for p in a2c.parameters():
             p.zero_()
-        a2c.critic_head.bias.fill_(0.5)  # V = 0.5 everywhere: A_t = R_t - 0.5
+        linear_layer(a2c.critic_head).bias.fill_(0.5)  # V = 0.5 everywhere: A_t = R_t - 0.5
     result = advantage_scale(a2c, "a2c", batch)
     expected = math.sqrt(np.mean((returns.numpy() - 0.5) ** 2))
     assert math.isclose(result["advantage_rms"], expected, rel_tol=1e-9)
@@ -119,7 +127,7 @@ def test_task1_and_task2_actor_gradients_agree_and_float64_is_exact() -> None:
     torch.manual_seed(0)
     model = build_model((4,), 3, "task1", hidden_size=16)
     with torch.no_grad():
-        model.policy_head.weight.mul_(100)  # a policy far from uniform
+        linear_layer(model.policy_head).weight.mul_(100)  # a policy far from uniform
     batch = Batch(torch.randn(40, 4), torch.randint(0, 3, (40,)), torch.randn(40))
     result = task_gradient_agreement(model, batch)
     assert result["float64"]["relative_difference"] < 1e-12 and result["float64"]["cosine"] > 1 - 1e-12
@@ -151,12 +159,11 @@ def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tm
     import rlhelpers.report.analysis as analysis
 
     train_cartpole("task1", tmp_path, 400)
-    settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
+    settings: dict[str, Any] = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
     first = analyze_runs(tmp_path, **settings)
-    measured = []
+    measured: list[int] = []
     collect = analysis.collect_batch
-    monkeypatch.setattr(analysis, "collect_batch", lambda model, config, *args: measured.append(1)
-                        or collect(model, config, *args))
+    monkeypatch.setattr(analysis, "collect_batch", counted(collect, measured))
     again = analyze_runs(tmp_path, **settings, previous=json.loads(json.dumps(first)))
     assert again == first and measured == []  # nothing measured twice; the regime is read anew, the same
     assert analyze_runs(tmp_path, **{**settings, "gap_steps": 6}, previous=first)["gap_steps"] == 6
@@ -171,9 +178,9 @@ def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tm
     import rlhelpers.report.analysis as analysis
 
     train_cartpole("a2c", tmp_path / "runs", 200)
-    measured = []
+    measured: list[int] = []
     collect = analysis.collect_batch
-    monkeypatch.setattr(analysis, "collect_batch", lambda *args: measured.append(1) or collect(*args))
+    monkeypatch.setattr(analysis, "collect_batch", counted(collect, measured))
     out = tmp_path / "analysis.json"
     settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
     _, first = analysis.write_analysis(tmp_path / "runs", out, **settings)
@@ -184,6 +191,14 @@ def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tm
         out.write_text(foreign)
         analysis.write_analysis(tmp_path / "runs", out, **settings)
     assert len(measured) == 2 + 4 * 2 and json.loads(out.read_text()) == first
+
+
+def counted(collect: Callable[..., Batch], calls: list[int]) -> Callable[..., Batch]:
+    """``collect`` that counts its calls in ``calls``."""
+    def collect_and_count(*args: Any) -> Batch:
+        calls.append(1)
+        return collect(*args)
+    return collect_and_count
 
 
 def interrupted_at(n: int, collect, calls: list):  # noqa: ANN001, ANN201
@@ -202,7 +217,7 @@ def test_write_analysis_saves_each_snapshot_as_it_is_measured(tmp_path, monkeypa
     import rlhelpers.report.analysis as analysis
 
     train_cartpole("a2c", tmp_path / "runs", 200)
-    measured = []
+    measured: list[int] = []
     monkeypatch.setattr(analysis, "collect_batch", interrupted_at(2, analysis.collect_batch, measured))
     out = tmp_path / "analysis.json"
     settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
@@ -265,6 +280,7 @@ def test_collect_batch_burns_in_and_leaves_gaps_between_rollouts() -> None:
     config = TrainConfig(algo="task1", env_id="CartPole-v1", n_envs=2)
     torch.manual_seed(4)
     model = build_model((4,), 2, "task1", hidden_size=8)
+    assert config.n_envs is not None  # given
     states = config.n_steps * config.n_envs  # per rollout
 
     def rollout(batch: Batch, k: int) -> tuple[torch.Tensor, ...]:
@@ -311,7 +327,7 @@ def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_ste
 
     for algo in ("a2c", "task1"):
         train_cartpole(algo, tmp_path, 400)
-    settings = dict(n_rollouts=1, burn_in_steps=10, gap_steps=5)
+    settings: dict[str, Any] = dict(n_rollouts=1, burn_in_steps=10, gap_steps=5)
     first = json.loads(json.dumps(analyze_runs(tmp_path, n_stages=2, **settings)))
     assert sorted(first["snapshots"]) == ["a2c_seed-0@0", "a2c_seed-0@400", "task1_seed-0@0", "task1_seed-0@400"]
     # a fresh clone of a2c_seed-0: its history, no snapshots, no checkpoints
@@ -319,9 +335,9 @@ def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_ste
     shutil.rmtree(a2c / "snapshots")
     for checkpoint in a2c.glob("checkpoint-*.pt"):
         checkpoint.unlink()
-    measured = []
+    measured: list[int] = []
     collect = analysis.collect_batch
-    monkeypatch.setattr(analysis, "collect_batch", lambda *args: measured.append(1) or collect(*args))
+    monkeypatch.setattr(analysis, "collect_batch", counted(collect, measured))
     assert analyze_runs(tmp_path, n_stages=2, **settings, previous=first) == first and measured == []
     # Neither the method's description nor the libraries are part of the key: a docstring edit, or another
     # torch on a user's machine, must not drop results that can never be measured again.
@@ -374,12 +390,13 @@ def test_a_run_that_lost_its_older_snapshots_keeps_their_results_but_not_those_o
         return [entry["step"] for entry in results["snapshots"].values()]
 
     train_cartpole("task1", tmp_path, 400)
-    settings = dict(n_rollouts=1, n_stages=20, burn_in_steps=10, gap_steps=5)  # 20 stages: every snapshot
+    # 20 stages: every snapshot
+    settings: dict[str, Any] = dict(n_rollouts=1, n_stages=20, burn_in_steps=10, gap_steps=5)
     first = json.loads(json.dumps(analyze_runs(tmp_path, **settings)))
     assert steps(first) == [0, 200, 400]
-    measured = []
+    measured: list[int] = []
     collect = analysis.collect_batch
-    monkeypatch.setattr(analysis, "collect_batch", lambda *args: measured.append(1) or collect(*args))
+    monkeypatch.setattr(analysis, "collect_batch", counted(collect, measured))
     # a new machine in the middle of training: the older snapshots are gone, the run trains on
     snapshots = tmp_path / "task1_seed-0" / "snapshots"
     for step in (0, 200):
@@ -401,7 +418,7 @@ def test_results_of_gone_snapshots_survive_a_run_that_has_fewer_steps(tmp_path) 
     import shutil
 
     train_cartpole("a2c", tmp_path, 600)
-    settings = dict(n_rollouts=1, n_stages=20, burn_in_steps=10, gap_steps=5)
+    settings: dict[str, Any] = dict(n_rollouts=1, n_stages=20, burn_in_steps=10, gap_steps=5)
     first = json.loads(json.dumps(analyze_runs(tmp_path, **settings)))
     assert sorted(first["snapshots"]) == [f"a2c_seed-0@{step}" for step in (0, 200, 400, 600)]
     shutil.rmtree(tmp_path / "a2c_seed-0" / "snapshots")  # a fresh clone: they cannot be measured again
@@ -429,6 +446,7 @@ def test_loss_term_gradients_scale_with_their_coefficients(algo: str) -> None:
     model = build_model((4,), 3, algo, hidden_size=8)
     batch = Batch(torch.randn(12, 4), torch.randint(0, 3, (12,)), torch.randn(12))
     config = TrainConfig(algo=algo)
+    assert config.pg_coef is not None  # the algo's value, filled in
     base = loss_term_gradients(model, batch, config)
     assert base["critic"]["policy_head"] == 0.0  # the critic term never reaches the policy head
     assert all(base[term][group] > 0 for term in ("actor", "entropy") for group in ("encoder", "policy_head"))
@@ -446,7 +464,8 @@ def test_optimizer_regime_counts_parameters_below_epsilon() -> None:
     optimizer.step()
     for name, p in model.named_parameters():
         optimizer.state[p]["square_avg"].fill_(1e-6 if name.startswith("policy_head.") else 4.0)
-    optimizer.state[model.policy_head.bias]["square_avg"][0] = 1.0  # one of the head's parameters above eps
+    head_bias = linear_layer(model.policy_head).bias
+    optimizer.state[head_bias]["square_avg"][0] = 1.0  # one of the head's parameters above eps
     checkpoint = {"config": TrainConfig(algo="task1", rms_eps=1e-5).to_dict(), "model": model.state_dict(),
                   "optimizer": optimizer.state_dict(), "num_timesteps": 640}
     regime = optimizer_regime(checkpoint)

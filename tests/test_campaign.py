@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ CARTPOLE = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500"
 
 
 @pytest.fixture
-def live_pid() -> int:
+def live_pid() -> Iterator[int]:
     """The pid of a live process on this host that is not the test itself."""
     proc = subprocess.Popen(["sleep", "300"])
     yield proc.pid
@@ -52,6 +53,14 @@ def live_pid() -> int:
 def hold_lock(path: Path, pid: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"host": socket.gethostname(), "pid": pid, "heartbeat": time.time()}))
+
+
+
+def checkpointed_step(run: Path) -> int:
+    """The step of ``run``'s latest checkpoint, which it must have."""
+    state = RunDirectory(run).load_latest_checkpoint()
+    assert state is not None, f"no checkpoint in {run}"
+    return state["num_timesteps"]
 
 
 def write_history(run_path: Path, means: list[float], total: int = 1_000, stop: float = 18.0) -> None:
@@ -76,7 +85,7 @@ def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:
                       "a2c_seed-100": "running", "task1_seed-100": "not started", "task2_seed-100": "not started"}
     running = run_status(tmp_path / "a2c_seed-100")
     assert running.steps == 800 and running.steps_per_s == pytest.approx(100.0)
-    assert running.eta_s == pytest.approx(200 / running.steps_per_s)
+    assert running.steps_per_s is not None and running.eta_s == pytest.approx(200 / running.steps_per_s)
     finished = run_status(tmp_path / "a2c_seed-0")
     last, best = finished.record.last, finished.record.best
     assert last is not None and best is not None
@@ -165,7 +174,7 @@ def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path
         f"{name} ({'paused' if i < 2 else 'not started'}, step {run_status(runs / name).steps:,})"
         for i, name in enumerate(RUN_NAMES)) + "; the same command resumes them"], out
     for path, pid in zip(first_two, children, strict=True):
-        assert RunDirectory(path).load_latest_checkpoint()["num_timesteps"] >= 10_000
+        assert checkpointed_step(path) >= 10_000
         assert "(stopped by SIGTERM)" in (path / TRAIN_LOG).read_text()
         assert not (path / LOCK_FILE).exists()
         with pytest.raises(ProcessLookupError):
@@ -329,7 +338,7 @@ def test_a_run_stopped_from_outside_is_named_and_the_campaign_fails(tmp_path: Pa
     os.kill(json.loads((run / LOCK_FILE).read_text())["pid"], signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, (out, err)
-    assert RunDirectory(run).load_latest_checkpoint()["num_timesteps"] >= 10_000
+    assert checkpointed_step(run) >= 10_000
     assert err.splitlines()[-1] == f"not finished: a2c_seed-0 (paused, step {run_status(run).steps:,})"
 
 

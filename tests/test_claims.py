@@ -30,10 +30,12 @@ def notebook_claims() -> tuple[list[Claim], str]:
     cell = next(c for c in nb.cells if "claims" in c.metadata.get("tags", []))
     namespace = {"Claim": Claim, "STEP": STEP, "SIGNIFICANT": SIGNIFICANT}
     (claims_list,) = [node for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
-                      and [target.id for target in node.targets] == ["CLAIMS"]]
+                      and [ast.unparse(target) for target in node.targets] == ["CLAIMS"]]
     exec(compile(ast.Module([claims_list], type_ignores=[]), "CLAIMS", "exec"), namespace)  # the list only
     prose = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    return namespace["CLAIMS"], " ".join(prose.split())
+    listed = namespace["CLAIMS"]
+    assert isinstance(listed, list)
+    return listed, " ".join(prose.split())
 
 
 def test_every_figure_of_the_text_holds_on_the_committed_runs() -> None:

@@ -21,8 +21,10 @@ def test_every_field_is_an_option_of_its_own_type() -> None:
     argv, expected = ["train"], {}
     for f in dataclasses.fields(TrainConfig):
         (kind,) = [t for t in samples if hints[f.name] is t or t in typing.get_args(hints[f.name])]
-        argv += [f"--{f.name.replace('_', '-')}"] + ([samples[kind][0]] if kind is not bool else [])  # a flag
-        expected[f.name] = samples[kind][1]
+        text, value = samples[kind]
+        option = f"--{f.name.replace('_', '-')}"
+        argv += [option] if text is None else [option, text]  # bool's None: a flag, which takes no value
+        expected[f.name] = value
     args = vars(build_parser().parse_args(argv))
     assert args.pop("command") == "train"
     assert args == expected

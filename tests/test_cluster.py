@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import waiting
@@ -23,8 +24,8 @@ from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.launch import CampaignRun
 from rlhelpers.runner.store import TRAIN_LOG, RunDirectory
 
-CARTPOLE = dict(env_id="CartPole-v1", n_envs=4, eval_interval=500, n_eval_episodes=2, n_eval_envs=2,
-                stop_return=1000.0, wandb_mode="disabled", device="cpu")
+CARTPOLE: dict[str, Any] = dict(env_id="CartPole-v1", n_envs=4, eval_interval=500, n_eval_episodes=2, n_eval_envs=2,
+                                stop_return=1000.0, wandb_mode="disabled", device="cpu")
 CARTPOLE_ARGS = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500", "--n-eval-episodes", "2",
                  "--n-eval-envs", "2", "--stop-return", "1000", "--wandb-mode", "disabled", "--device", "cpu"]
 NEEDS_SUBMITIT = "the cluster extra (submitit) is not installed: pip install -e '.[cluster]'"
@@ -47,6 +48,13 @@ wait_for = functools.partial(waiting.wait_for, timeout_s=180.0, poll_s=0.5)
 def last_step(run: Path) -> int:
     evaluations = saved(run).get("history") or [{"step": -1}]
     return evaluations[-1]["step"]
+
+
+def checkpointed_step(run: Path) -> int:
+    """The step of ``run``'s latest checkpoint, which it must have."""
+    state = RunDirectory(run).load_latest_checkpoint()
+    assert state is not None, f"no checkpoint in {run}"
+    return state["num_timesteps"]
 
 
 def finished(run: Path, step: int) -> bool:
@@ -85,7 +93,7 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
     job.cancel()
     wait_for(lambda: not (run / "owner.json").exists(), "the cancelled run to stop")
     assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
-    stopped_at = RunDirectory(run).load_latest_checkpoint()["num_timesteps"]
+    stopped_at = checkpointed_step(run)
 
     budget = stopped_at + 1000
     assert train_campaign(dict(options, total_timesteps=budget), arms=("task1",), seeds=(0, 100),
@@ -110,20 +118,22 @@ def test_an_interrupted_job_stops_its_training_which_checkpoints(tmp_path: Path)
     def interrupt_after_two_evaluations() -> None:
         wait_for(lambda: last_step(run) >= 1000, "two evaluations")
         os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt in the main thread, where the job waits
+        process = job.process
+        assert process is not None  # started before the run's first evaluation
         with contextlib.suppress(AssertionError):  # a SIGINT that did not interrupt fails the test, not hangs it
-            wait_for(lambda: job.process.poll() is not None, "the job to stop its training", timeout_s=120)
-        if job.process.poll() is None:
-            job.process.kill()
+            wait_for(lambda: process.poll() is not None, "the job to stop its training", timeout_s=120)
+        if process.poll() is None:
+            process.kill()
 
     interrupter = threading.Thread(target=interrupt_after_two_evaluations, daemon=True)
     interrupter.start()
     with pytest.raises(KeyboardInterrupt):
         job()
     interrupter.join()
-    assert job.process.poll() is not None  # the training ended with the job
+    assert job.process is not None and job.process.poll() is not None  # the training ended with the job
     assert not (run / "owner.json").exists()
     assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
-    assert RunDirectory(run).load_latest_checkpoint()["num_timesteps"] >= 1000
+    assert checkpointed_step(run) >= 1000
 
 
 def test_a_job_at_its_time_limit_is_requeued_and_resumes(tmp_path: Path) -> None:

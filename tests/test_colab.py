@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -67,7 +68,7 @@ def _versions(venv: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def colab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def colab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """Colab's runtime as files: its virtualenv and kernel spec, the stand-in's start-up file, Drive's folder
     (under /dev/shm: another filesystem than /content's) and ``repo_url``'s bare repository."""
     reason = _cannot_rehearse()
@@ -78,7 +79,8 @@ def colab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     home = tmp_path_factory.mktemp("colab")
     venv = home / "venv"
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-    pip = [_venv_python(venv), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
+    pip: list[str | Path] = [_venv_python(venv), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                             "--no-compile"]
     subprocess.run([*pip, *(f"{name}=={version}" for name, version in COLAB_VERSIONS.items())], check=True,
                    timeout=600)
     kernel = home / "jupyter" / "kernels" / "colab"

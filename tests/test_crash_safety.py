@@ -21,6 +21,7 @@ import time
 import warnings
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -55,11 +56,13 @@ def _wandb_dir_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
 def cartpole(tmp_path: Path, **overrides: object) -> TrainConfig:
     """A tiny CartPole run under ``tmp_path/runs`` that evaluates every EVAL_INTERVAL steps."""
-    values = dict(env_id="CartPole-v1", n_envs=4, n_steps=5, total_timesteps=400, eval_interval=EVAL_INTERVAL,
-                  n_eval_episodes=2, n_eval_envs=2, stop_return=1e9, checkpoint_interval_s=3600.0,
-                  runs_dir=str(tmp_path / "runs"), wandb_mode="disabled", device="cpu")
+    values: dict[str, Any] = dict(
+        env_id="CartPole-v1", n_envs=4, n_steps=5, total_timesteps=400, eval_interval=EVAL_INTERVAL, n_eval_episodes=2,
+        n_eval_envs=2, stop_return=1e9, checkpoint_interval_s=3600.0, runs_dir=str(tmp_path / "runs"),
+        wandb_mode="disabled", device="cpu")
     values.update(overrides)
     return TrainConfig(**values)
+
 
 
 def history_steps(run_dir: RunDirectory) -> list[int]:
@@ -231,9 +234,9 @@ def test_truncated_checkpoint_falls_back_to_previous_one(tmp_path: Path, capsys:
     names_at_save = []
     real_save = RunDirectory.save_checkpoint
 
-    def recording_save(self: RunDirectory, state: dict, step: int, keep: int) -> Path:
+    def recording_save(self: RunDirectory, state: dict, step: int, keep: int) -> None:
         names_at_save.append((step, (self.path / checkpoint_name(step)).exists()))
-        return real_save(self, state, step, keep)
+        real_save(self, state, step, keep)
 
     with monkeypatch.context() as patch:
         patch.setattr(RunDirectory, "save_checkpoint", recording_save)
@@ -329,6 +332,7 @@ def test_a_damaged_snapshot_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_foreign_config_is_refused_naming_the_field(tmp_path: Path) -> None:
     config = cartpole(tmp_path)
+    assert config.lr is not None  # the algo's value, filled in
     train(config, show_progress=False)
     with pytest.raises(RLHelpersError, match=re.escape(f"lr: saved {config.lr!r} != requested {config.lr * 2!r}")):
         train(cartpole(tmp_path, lr=config.lr * 2), show_progress=False)
@@ -486,7 +490,8 @@ def test_pruning_keeps_the_newest_and_never_the_new_one_out(tmp_path: Path) -> N
     # A broken checkpoint newer than the one resumed from must not push new checkpoints out.
     (run_dir.path / checkpoint_name(900)).write_bytes(b"truncated")
     with pytest.warns(UserWarning, match="falling back"):
-        assert run_dir.load_latest_checkpoint()["num_timesteps"] == 300
+        fallen_back_to = run_dir.load_latest_checkpoint()
+        assert fallen_back_to is not None and fallen_back_to["num_timesteps"] == 300
     run_dir.save_checkpoint({"num_timesteps": 400}, 400, keep=2)
     assert [step for step, _ in run_dir.checkpoints()] == [900, 400, 300]
 
@@ -588,9 +593,9 @@ def test_wandb_resume_reuses_the_run_id_and_logs_the_redone_steps_again(tmp_path
     carry global_step as a value) is read back from W&B's own records in test_publish."""
     config = cartpole(tmp_path, total_timesteps=600, wandb_mode="offline")
     first = train(config, show_progress=False)
-    run_dir = RunDirectory(first.record.path)
-    saved = load_all(run_dir)
-    assert {state["wandb_run_id"] for state in saved.values()} == {first.record.wandb_run_id}
+    run_dir = RunDirectory(first.run_dir)
+    states = load_all(run_dir)
+    assert {state["wandb_run_id"] for state in states.values()} == {first.record.wandb_run_id}
     assert saved(run_dir.path)["wandb_run_id"] == first.record.wandb_run_id
     before = read_metrics(run_dir.path / METRICS_FILE)
     assert max(m["global_step"] for m in before) == 600

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -35,8 +36,8 @@ SOLVED = 475.0  # CartPole-v1's reward threshold: the mean evaluation return tha
 BUDGET = 300_000  # environment steps
 
 # A short CartPole run that never stops early (the options a campaign's runs share).
-SHORT = dict(env_id="CartPole-v1", n_envs=4, eval_interval=1_000, n_eval_episodes=2, n_eval_envs=2, stop_return=1000.0,
-             wandb_mode="disabled")
+SHORT: dict[str, Any] = dict(env_id="CartPole-v1", n_envs=4, eval_interval=1_000, n_eval_episodes=2, n_eval_envs=2,
+                             stop_return=1000.0, wandb_mode="disabled")
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=ON_CUDA)])
@@ -48,6 +49,14 @@ def device(request: pytest.FixtureRequest) -> str:
 def cartpole(tmp_path: Path, device: str, algo: str = "task1", **overrides: object) -> TrainConfig:
     """A short CartPole run of ``algo`` on ``device`` in the runs directory ``tmp_path``."""
     return TrainConfig(**{**SHORT, "algo": algo, "device": device, "runs_dir": str(tmp_path), **overrides})
+
+
+
+def saved_checkpoint(run: Path) -> dict[str, Any]:
+    """``run``'s latest checkpoint, which it must have."""
+    state = RunDirectory(run).load_latest_checkpoint()
+    assert state is not None, f"no checkpoint in {run}"
+    return state
 
 
 def sessions(run: Path) -> list[dict]:
@@ -63,13 +72,13 @@ def test_solves_cartpole(device: str, algo: str, tmp_path: Path) -> None:
     result = train(config, show_progress=False)
     best = max(e.mean for e in result.record.evaluations)
     print(f"{algo} on {device}: best mean evaluation return {best:.1f}, stopped at step {result.num_timesteps:,}")
-    assert sessions(result.record.path)[0]["device"].startswith(device)
+    assert sessions(result.run_dir)[0]["device"].startswith(device)
     assert result.stop_reason == "stop_return"
     assert best >= SOLVED
     assert result.num_timesteps <= BUDGET
 
 
-def trainer_state(trainer: Trainer) -> dict[str, object]:
+def trainer_state(trainer: Trainer) -> dict[str, Any]:
     """What a resume must restore, in comparable form: weights and optimizer state on the CPU, and counters."""
     state = trainer.state_dict()
     optimizer = {(i, key): value.cpu() for i, moments in state["optimizer"]["state"].items()
@@ -79,7 +88,7 @@ def trainer_state(trainer: Trainer) -> dict[str, object]:
                          state["episode_lengths"])}
 
 
-def assert_same_state(a: dict[str, object], b: dict[str, object]) -> None:
+def assert_same_state(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert a["counters"] == b["counters"]
     for part in ("model", "optimizer"):
         assert a[part].keys() == b[part].keys()
@@ -110,7 +119,7 @@ def test_a_resumed_run_trains_as_the_uninterrupted_one(device: str, algo: str, t
         straight.close()
     resumed = Trainer(config, torch_device)
     try:
-        resumed.load_state_dict(run_dir.load_latest_checkpoint())
+        resumed.load_state_dict(saved_checkpoint(run_dir.path))
         assert resumed.model.critic_head.weight.device.type == device
         assert [resumed.train_iteration() for _ in range(half)] == second_half
         assert_same_state(trainer_state(resumed), expected)
@@ -127,7 +136,7 @@ def test_a_checkpoint_carries_a_run_to_its_next_session_on_either_device(first: 
     the new device unchanged, the next update runs there, and the run goes on to its budget with one history."""
     train(cartpole(tmp_path, first, total_timesteps=2_000), show_progress=False)
     run = tmp_path / "task1_seed-0"
-    saved = RunDirectory(run).load_latest_checkpoint()
+    saved = saved_checkpoint(run)
     trainer = Trainer(*resolve_config(cartpole(tmp_path, then, total_timesteps=4_000)))
     try:
         trainer.load_state_dict(saved)
@@ -203,7 +212,7 @@ def test_each_session_records_the_precision_in_effect_and_the_trainer_gives_torc
         trainer.close()
     assert torch_settings() == notebook_settings
     result = train(cartpole(tmp_path, device, torch_threads=1, total_timesteps=1_000), show_progress=False)
-    assert recorded(sessions(result.record.path)[0]) == (fp32 if device == "cuda" else (1, *notebook_settings[1:]))
+    assert recorded(sessions(result.run_dir)[0]) == (fp32 if device == "cuda" else (1, *notebook_settings[1:]))
     assert torch_settings() == notebook_settings
 
 

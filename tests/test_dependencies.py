@@ -27,12 +27,19 @@ def requirements_txt() -> dict[str, Requirement]:
     return {req.name: req for req in (Requirement(line) for line in lines if line and not line.startswith("#"))}
 
 
+def captured(pattern: str, text: str, flags: int) -> str:
+    """The first group of ``pattern``'s match in ``text``, which must have one."""
+    match = re.search(pattern, text, flags)
+    assert match is not None, f"pyproject.toml has nothing that matches {pattern!r}"
+    return match.group(1)
+
+
 def pyproject_requirements() -> dict[str, Requirement]:
     """``dependencies`` and the ``report`` extra of pyproject.toml with the ``colab`` extra it names (read as text:
     tomllib needs Python 3.11)."""
     text = (ROOT / "pyproject.toml").read_text()
-    blocks = [re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M).group(1),
-              *(re.search(rf"^{extra} = \[(.*)\]$", text, re.M).group(1) for extra in ("colab", "report"))]
+    blocks = [captured(r"^dependencies = \[(.*?)^\]", text, re.S | re.M),
+              *(captured(rf"^{extra} = \[(.*)\]$", text, re.M) for extra in ("colab", "report"))]
     specs = [spec for block in blocks for spec in re.findall(r'"([^"]+)"', block) if spec != "rlhelpers[colab]"]
     return {req.name: req for req in map(Requirement, specs)}
 
@@ -63,7 +70,8 @@ def test_installed_gymnasium_counts_every_step_of_same_step_episodes() -> None:
     env = make_vec_env("CartPole-v1", 2)
     env.reset(seed=0)
     steps_in_episode = np.zeros(2, dtype=int)
-    counted, reported = [], []
+    counted: list[int] = []
+    reported: list[tuple[float, int]] = []  # (return, length) of each episode, as the statistics wrapper reports it
     for _ in range(200):
         _, rewards, terminated, truncated, info = env.step(np.zeros(2, dtype=np.int64))  # always push left
         steps_in_episode += 1

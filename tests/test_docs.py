@@ -105,7 +105,10 @@ def refused_by_commit(commit: str, argv_lists: list[list[str]], tmp_path: Path) 
     if archive.returncode != 0:
         pytest.skip(f"commit {commit} is not in this clone: {archive.stderr.decode().strip()}")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        if hasattr(tarfile, "data_filter"):  # Python's safe extraction, where it has it
+            tar.extractall(tmp_path, filter="data")
+        else:
+            tar.extractall(tmp_path)
     proc = subprocess.run([sys.executable, "-c", _OLD_PARSER, str(tmp_path), json.dumps(argv_lists)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

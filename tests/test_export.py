@@ -22,7 +22,9 @@ REFRESHES = 1_000  # a long run's progress bar, as papermill records it: one str
 def readme_export_commands() -> list[list[str]]:
     """The ``jupyter nbconvert`` lines of the README's first code block under "Export to HTML"."""
     section = (ROOT / "README.md").read_text().split("## Export to HTML", 1)[1]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    match = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert match is not None, "no bash block under Export to HTML"
+    block = match.group(1)
     commands = [shlex.split(line) for line in block.splitlines() if line.startswith("jupyter nbconvert")]
     assert len(commands) == 3
     return [[sys.executable, "-m", *command] for command in commands]

@@ -12,7 +12,7 @@ from rlhelpers.cli import build_parser
 from rlhelpers.core.envs import make_vec_env
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import evaluate_policy
-from rlhelpers.core.networks import build_model
+from rlhelpers.core.networks import ActorCritic, build_model
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.config import TrainConfig, config_differences, validate
 from rlhelpers.runner.run import resolve_config
@@ -21,12 +21,14 @@ BREAKOUT = "BreakoutNoFrameskip-v4"
 FRAME_CAP_STEPS = 27_000  # 108,000 frames at frame skip 4
 
 
-def never_fire_model() -> torch.nn.Module:
+def never_fire_model() -> ActorCritic:
     """A Breakout policy that plays NOOP (action 0) with probability 1 - 1e-13: it never serves by itself."""
     model = build_model((4, 84, 84), 4, "a2c")
+    head = model.policy_head
+    assert isinstance(head, torch.nn.Linear)
     with torch.no_grad():
-        model.policy_head.weight.zero_()
-        model.policy_head.bias.copy_(torch.tensor([30.0, 0.0, 0.0, 0.0]))
+        head.weight.zero_()
+        head.bias.copy_(torch.tensor([30.0, 0.0, 0.0, 0.0]))
     return model
 
 
@@ -91,7 +93,7 @@ def test_game_settings_on_the_command_line_and_their_checks() -> None:
     with pytest.raises(RLHelpersError, match="no FIRE action"):
         validate(TrainConfig(env_id="FreewayNoFrameskip-v4", fire_reset=True))
     with pytest.raises(RLHelpersError, match="life_loss must be True or False"):
-        validate(TrainConfig(env_id=BREAKOUT, life_loss="yes"))
+        validate(TrainConfig(env_id=BREAKOUT, life_loss="yes"))  # type: ignore[arg-type]  # wrong on purpose: refused
 
 
 def test_an_atari_run_has_no_early_stop_unless_asked() -> None:

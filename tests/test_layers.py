@@ -177,7 +177,8 @@ def test_a_new_algorithm_is_a_loss_and_a_row_of_the_table(tmp_path: Path, monkey
     assert main(["train", "--algo", "qac", *cartpole_options(tmp_path, 3_000)]) == 0  # resumed, not restarted
     history = json.loads((tmp_path / "qac_seed-0" / "eval_history.json").read_text())["history"]
     assert [point["step"] for point in history] == [0, 1_000, 2_000, 3_000]
-    assert notebook.run_config("qac", None, env_id="CartPole-v1", runs_dir=str(tmp_path)).run_name == "qac_seed-0"
+    config = notebook.run_config("qac", None, env_id="CartPole-v1", runs_dir=str(tmp_path))
+    assert config is not None and config.run_name == "qac_seed-0"
     capsys.readouterr()
     assert main(["status", "--runs-dir", str(tmp_path)]) == 0
     assert re.search(r"^qac_seed-0 +3,000 .* finished$", capsys.readouterr().out, re.MULTILINE)

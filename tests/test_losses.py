@@ -87,17 +87,20 @@ def test_actor_and_critic_terms_stay_in_their_heads(algo: str) -> None:
     actions = torch.randint(0, A, (N,))
     returns = torch.randn(N)
 
-    def head_grads(**coefs) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    policy_head, critic_head = model.policy_head, model.critic_head
+    assert isinstance(policy_head, torch.nn.Linear) and isinstance(critic_head, torch.nn.Linear)
+
+    def head_grads(**coefs: float) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         model.zero_grad(set_to_none=True)
         logits, critic = model(obs)
         ALGORITHMS[algo].loss(logits, critic, actions, returns, **coefs)[0].backward()
-        return model.policy_head.weight.grad, model.critic_head.weight.grad
+        return policy_head.weight.grad, critic_head.weight.grad
 
     policy_grad, critic_grad = head_grads(pg_coef=1.0, vf_coef=0.0, ent_coef=0.0)
-    assert policy_grad.abs().sum() > 0
+    assert policy_grad is not None and policy_grad.abs().sum() > 0
     assert critic_grad is None or critic_grad.abs().sum() == 0  # the actor sends nothing into the critic
     policy_grad, critic_grad = head_grads(pg_coef=0.0, vf_coef=1.0, ent_coef=0.0)
-    assert critic_grad.abs().sum() > 0
+    assert critic_grad is not None and critic_grad.abs().sum() > 0
     assert policy_grad is None or policy_grad.abs().sum() == 0  # the critic sends nothing into the policy
 
 

@@ -112,6 +112,7 @@ def test_parameter_names_and_flags_are_checked() -> None:
 
 def test_run_config_casts_papermill_floats() -> None:
     config = notebook.run_config("task1", PONG, seed=100, total_timesteps=5e3, n_envs=2.0, runs_dir="runs")
+    assert config is not None
     assert (config.total_timesteps, config.n_envs, config.run_name) == (5000, 2, "task1_seed-100")
     assert notebook.run_config("none", PONG, seed=0) is None
     assert notebook.run_config("all", PONG, seed=0, total_timesteps=5e3) is None  # every run: trained by the campaign
@@ -142,7 +143,9 @@ def test_notebook_defaults_follow_the_environment() -> None:
         names = ("n_envs", "eval_interval", "n_eval_episodes", "stop_return", "wandb_project")
         options = notebook.run_options(experiment_of(env_id), env_id=env_id,
                                        **{**{name: values[name] for name in names}, **given})
-        return notebook.run_config("a2c", experiment_of(env_id), **options)
+        config = notebook.run_config("a2c", experiment_of(env_id), **options)
+        assert config is not None  # one algo: a run to train
+        return config
 
     cartpole, pong, breakout = (run_config(env) for env in ("CartPole-v1", "PongNoFrameskip-v4",
                                                               "BreakoutNoFrameskip-v4"))

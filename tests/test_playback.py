@@ -82,6 +82,13 @@ def test_missing_policy_and_snapshot_are_clear_errors(tmp_path: Path) -> None:
         evaluate_policy_file(tmp_path)
 
 
+def saved_rescore(run_dir: Path) -> Rescore:
+    """The re-score saved in ``run_dir``, which must have one."""
+    rescore = read_rescore(run_dir)
+    assert rescore is not None, f"no re-score in {run_dir}"
+    return rescore
+
+
 def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: pytest.CaptureFixture) -> None:
     from rlhelpers.cli import main
 
@@ -93,12 +100,12 @@ def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: 
     assert out[3] == f"wrote {pong_run / RESCORE_FILE}"
     saved = json.loads((pong_run / RESCORE_FILE).read_text())
     assert len(saved["returns"]) == 2 and saved["last_mean"] == -20.5 and saved["step"] == 0
-    assert f"{saved['mean']:.2f}" in out[1] and saved["consistent"] == read_rescore(pong_run).consistent
+    assert f"{saved['mean']:.2f}" in out[1] and saved["consistent"] == saved_rescore(pong_run).consistent
     assert read_rescore(pong_run.parent) is None
     assert main(["evaluate", str(pong_run), "--episodes", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == f"kept {pong_run / RESCORE_FILE}: it re-scores this policy over more episodes"
-    assert len(read_rescore(pong_run).returns) == 2
+    assert len(saved_rescore(pong_run).returns) == 2
 
 
 def test_a_shorter_rescore_of_the_same_policy_keeps_the_longer_one(tmp_path: Path) -> None:
@@ -107,7 +114,7 @@ def test_a_shorter_rescore_of_the_same_policy_keeps_the_longer_one(tmp_path: Pat
 
     assert save_rescore(tmp_path, rescore(30, 100)) == tmp_path / RESCORE_FILE
     assert save_rescore(tmp_path, rescore(2, 100)) is None  # a quick check of the same policy
-    assert len(read_rescore(tmp_path).returns) == 30
+    assert len(saved_rescore(tmp_path).returns) == 30
     assert save_rescore(tmp_path, rescore(30, 100)) is not None  # as many episodes: replaced
     assert save_rescore(tmp_path, rescore(2, 200)) is not None  # another policy: replaced
     assert read_rescore(tmp_path) == rescore(2, 200)

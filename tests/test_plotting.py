@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.lines import Line2D
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.curves import ArmCurve, arm_curve
@@ -21,6 +22,27 @@ def record(algo: str, seed: int, history: list[dict], variant: str = "") -> dict
 
 def pooled_curve(records: list[dict]) -> ArmCurve:
     return arm_curve([RunRecord.from_dict(r) for r in records])
+
+
+def label_of(line: Line2D) -> str:
+    """A curve's label (matplotlib types labels as any object; the figures' are text)."""
+    label = line.get_label()
+    assert isinstance(label, str)
+    return label
+
+
+def xdata_of(line: Line2D) -> list:
+    """A curve's x values as a list (matplotlib types them as anything array-like; the figures' are arrays)."""
+    data = line.get_xdata()
+    assert isinstance(data, np.ndarray)
+    return data.tolist()
+
+
+def ydata_of(line: Line2D) -> list:
+    """A curve's y values as a list, as ``xdata_of``."""
+    data = line.get_ydata()
+    assert isinstance(data, np.ndarray)
+    return data.tolist()
 
 
 def points(means: list[float], every: int = 100) -> list[dict]:
@@ -66,12 +88,12 @@ def test_plot_marks_the_stopped_seed_and_says_so(tmp_path) -> None:
         (run / "eval_history.json").write_text(json.dumps(rec))
     fig, _ = plot_comparison(tmp_path)
     ax = fig.axes[0]
-    assert [line.get_label() for line in ax.lines if not line.get_label().startswith("_")] == ["a2c (seeds 0, 100)"]
-    marker = [line for line in ax.lines if line.get_label() == "_a2c_seed-0 stopped"]
-    assert len(marker) == 1 and marker[0].get_xdata().tolist() == [100]
+    assert [label_of(line) for line in ax.lines if not label_of(line).startswith("_")] == ["a2c (seeds 0, 100)"]
+    marker = [line for line in ax.lines if label_of(line) == "_a2c_seed-0 stopped"]
+    assert len(marker) == 1 and xdata_of(marker[0]) == [100]
     assert "held" in " ".join(t.get_text() for t in fig.texts)
-    thin = [line for line in ax.lines if line.get_label() in ("_a2c_seed-0", "_a2c_seed-100")]
-    assert [line.get_ydata().tolist() for line in thin] == [[-20.0, 19.0], [-20.0, 0.0, 5.0]]
+    thin = [line for line in ax.lines if label_of(line) in ("_a2c_seed-0", "_a2c_seed-100")]
+    assert [ydata_of(line) for line in thin] == [[-20.0, 19.0], [-20.0, 0.0, 5.0]]
 
 
 def test_steps_read_in_engineering_notation_without_an_offset(tmp_path) -> None:
@@ -98,9 +120,9 @@ def test_diagnostics_draw_every_run_from_its_metrics_log(tmp_path) -> None:
     fig = plot_diagnostics(tmp_path, tmp_path / "diagnostics.png")
     assert (tmp_path / "diagnostics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for ax in fig.axes:
-        assert [line.get_label() for line in ax.lines] == ["a2c_seed-0", "task1_seed-100"]
-        assert ax.lines[1].get_xdata().tolist() == [10_000, 20_000, 30_000]
-        assert ax.lines[1].get_ydata().tolist() == [101.0, 102.0, 103.0]
+        assert [label_of(line) for line in ax.lines] == ["a2c_seed-0", "task1_seed-100"]
+        assert xdata_of(ax.lines[1]) == [10_000, 20_000, 30_000]
+        assert ydata_of(ax.lines[1]) == [101.0, 102.0, 103.0]
     assert fig.axes[1].get_title() == "explained variance of the critic"  # nothing below -1: the axis is free
 
 
@@ -113,7 +135,7 @@ def test_explained_variance_axis_starts_at_minus_one(tmp_path) -> None:
         log.append({"losses/explained_variance": value}, step)
     ax = plot_diagnostics(tmp_path).axes[1]
     assert ax.get_ylim()[0] == -1.0 and ax.get_ylim()[1] >= 1.0
-    assert ax.lines[0].get_ydata().tolist() == [-230.0, 0.2, 0.9]  # drawn, only off the axis
+    assert ydata_of(ax.lines[0]) == [-230.0, 0.2, 0.9]  # drawn, only off the axis
     assert "axis from -1" in ax.get_title()
 
 
@@ -138,9 +160,9 @@ def test_plot_lists_missing_runs_and_writes_png(tmp_path) -> None:
     fig, missing = plot_comparison(tmp_path / "runs", tmp_path / "figures" / "comparison.png")
     assert missing == ["a2c_seed-100", "task1_seed-0", "task1_seed-100", "task2_seed-0"]
     assert (tmp_path / "figures" / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    labels = [line.get_label() for line in fig.axes[0].lines if not line.get_label().startswith("_")]
+    labels = [label_of(line) for line in fig.axes[0].lines if not label_of(line).startswith("_")]
     assert labels == ["a2c (seed 0)", "task2 (seed 100)"]
-    assert fig.axes[0].lines[0].get_ydata().tolist() == [-21.0, -20.0, -19.0]
+    assert ydata_of(fig.axes[0].lines[0]) == [-21.0, -20.0, -19.0]
 
 
 def test_figures_go_beside_other_runs_and_to_figures_for_the_committed_ones(tmp_path, monkeypatch, capsys) -> None:
@@ -180,7 +202,7 @@ def test_a_variant_run_has_a_curve_of_its_own_drawn_only_when_asked_for(tmp_path
         MetricsLog(tmp_path / rec["run_name"] / METRICS_FILE).append({"losses/entropy": 1.0}, 100)
 
     def curves(fig) -> dict[str, list[float]]:
-        return {line.get_label(): line.get_ydata().tolist() for line in fig.axes[0].lines}
+        return {label_of(line): ydata_of(line) for line in fig.axes[0].lines}
 
     fig, missing = plot_comparison(tmp_path)
     assert curves(fig) == {"a2c (seed 0)": [-20.0, -10.0], "_a2c_seed-0": [-20.0, -10.0],
@@ -207,7 +229,7 @@ def test_runs_of_other_seeds_stay_out_of_the_report_plot_and_table(tmp_path) -> 
         run.mkdir()
         (run / "eval_history.json").write_text(json.dumps(rec))
     fig, _ = plot_comparison(tmp_path)
-    assert [line.get_label() for line in fig.axes[0].lines if not line.get_label().startswith("_")] == [
+    assert [label_of(line) for line in fig.axes[0].lines if not label_of(line).startswith("_")] == [
         "a2c (seeds 0, 100)"]
     assert [r.name for r in evaluated_runs(tmp_path)] == ["a2c_seed-0", "a2c_seed-100"]
     assert [r.name for r in evaluated_runs(tmp_path, seeds=(200, 300))] == ["a2c_seed-200"]  # the Appendix's
@@ -238,9 +260,9 @@ def test_your_runs_are_drawn_beside_the_committed_ones_and_another_games_runs_al
         (tmp_path / runs_dir / rec["run_name"]).mkdir(parents=True)
         (tmp_path / runs_dir / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
     fig, missing = plot_comparison(tmp_path / "mine", beside=tmp_path / "committed")
-    lines = {line.get_label(): line for line in fig.axes[0].lines if not line.get_label().startswith("_")}
+    lines = {label_of(line): line for line in fig.axes[0].lines if not label_of(line).startswith("_")}
     assert list(lines) == ["a2c, committed runs", "a2c (seed 0)", "task1, committed runs"]
-    assert list(lines["a2c, committed runs"].get_ydata()) == [-20.0, 5.0]  # seed 0 only, as the report's
+    assert ydata_of(lines["a2c, committed runs"]) == [-20.0, 5.0]  # seed 0 only, as the report's
     assert lines["a2c, committed runs"].get_linestyle() == "--"
     assert missing == ["a2c_seed-100", "task1_seed-0", "task1_seed-100", "task2_seed-0", "task2_seed-100"]
     breakout = record("task1", 7, points([0.0, 2.0]), "pg1")
@@ -248,5 +270,5 @@ def test_your_runs_are_drawn_beside_the_committed_ones_and_another_games_runs_al
     (tmp_path / "other" / breakout["run_name"]).mkdir(parents=True)
     (tmp_path / "other" / breakout["run_name"] / "eval_history.json").write_text(json.dumps(breakout))
     fig, missing = plot_comparison(tmp_path / "other")
-    assert [line.get_label() for line in fig.axes[0].lines if not line.get_label().startswith("_")] == [
+    assert [label_of(line) for line in fig.axes[0].lines if not label_of(line).startswith("_")] == [
         "task1-pg1 (seed 7)"] and missing == []

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from ale_py.vector_env import AtariVectorEnv
 
 from rlhelpers.core.envs import ATARI_ENTRY_POINT, final_observations, make_vec_env
 from rlhelpers.core.evaluation import evaluate_policy
@@ -46,19 +47,21 @@ def test_pong_smoke_run(algo: str, tmp_path) -> None:
         assert point["lengths"][0] > 0
 
 
-def test_atari_rewards_are_clipped_to_their_sign_for_training() -> None:
+def test_atari_rewards_are_clipped_to_their_sign_for_training(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pong's rewards are already ±1; Space Invaders scores 5 to 30 per alien, so clipping shows."""
     trainer = Trainer(*resolve_config(TrainConfig(algo="a2c", env_id="SpaceInvadersNoFrameskip-v4", n_envs=2,
                                                   device="cpu", wandb_mode="disabled")))
     env = trainer.envs[0]
-    raw_rewards, env_recv = [], env.recv
+    assert isinstance(env, AtariVectorEnv)  # ALE's own: training steps it through send and recv
+    raw_rewards: list[np.ndarray] = []
+    env_recv = env.recv
 
     def recording_recv() -> tuple:
         result = env_recv()
         raw_rewards.append(np.array(result[1], dtype=np.float32))
         return result
 
-    env.recv = recording_recv
+    monkeypatch.setattr(env, "recv", recording_recv)
     try:
         for _ in range(200):
             raw_rewards.clear()
@@ -117,18 +120,19 @@ def test_atari_envs_follow_the_standard_preprocessing() -> None:
     assert lost_life_mid_episode
 
 
-def test_evaluation_reports_true_game_scores() -> None:
+def test_evaluation_reports_true_game_scores(monkeypatch: pytest.MonkeyPatch) -> None:
     """Space Invaders pays 5 to 30 points per alien: the evaluated return is the sum of the raw rewards."""
     torch.manual_seed(0)
     env = make_vec_env("SpaceInvadersNoFrameskip-v4", 1)
-    rewards, env_step = [], env.step
+    rewards: list[float] = []
+    env_step = env.step
 
     def recording_step(actions: np.ndarray) -> tuple:
         result = env_step(actions)
         rewards.append(float(result[1][0]))
         return result
 
-    env.step = recording_step
+    monkeypatch.setattr(env, "step", recording_step)
     try:
         returns, _ = evaluate_policy(build_model((4, 84, 84), 6, "a2c"), env, n_episodes=1, seed=0,
                                      device=torch.device("cpu"))

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 import wandb
-from wandb.proto import wandb_internal_pb2
-from wandb_offline import history_rows, run_records
+from wandb_offline import RunRecord, history_rows, run_records
 
 from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
@@ -48,7 +47,7 @@ def offline_folders(root: Path, run_id: str | None = None) -> set[Path]:
     return folders if run_id is None else {f for f in folders if run_record(f).run_id == run_id}
 
 
-def run_record(folder: Path) -> wandb_internal_pb2.RunRecord:
+def run_record(folder: Path) -> RunRecord:
     (run,) = [r.run for r in run_records(folder) if r.WhichOneof("record_type") == "run"]
     return run
 
@@ -156,7 +155,12 @@ def test_online_publish_logs_only_what_wandb_lacks(trained: Trained, root: Path,
             server.setdefault(row["global_step"], set()).update(metric_keys(row) - {"global_step"})
     assert max(server) == 10_000
     monkeypatch.setattr(publish, "has_wandb_key", lambda: True)
-    monkeypatch.setattr(publish, "init_run", lambda *args: init_run(*args[:-1], "offline"))
+
+    def offline_init_run(project: str, entity: str | None, name: str, run_id: str, config: dict[str, Any],
+                         mode: str) -> Any:
+        return init_run(project, entity, name, run_id, config, "offline")
+
+    monkeypatch.setattr(publish, "init_run", offline_init_run)
     monkeypatch.setattr(publish, "logged_keys", lambda entity, project, run_id: server)
     before = offline_folders(root)
 
@@ -179,8 +183,8 @@ def test_online_publish_logs_only_what_wandb_lacks(trained: Trained, root: Path,
 
 
 def test_rows_to_log_fills_in_missing_keys_only() -> None:
-    rows = [{"global_step": 0, "eval/mean_return": 1.0, "eval/returns": [1.0]},
-            {"global_step": 10, "losses/loss": 0.5, "eval/mean_return": 2.0}]
+    rows: list[dict[str, Any]] = [{"global_step": 0, "eval/mean_return": 1.0, "eval/returns": [1.0]},
+                                  {"global_step": 10, "losses/loss": 0.5, "eval/mean_return": 2.0}]
     present = {0: {"eval/mean_return", "eval/returns"}, 10: {"losses/loss"}}
     assert publish.rows_to_log(rows, present) == [{"eval/mean_return": 2.0, "global_step": 10}]
     assert publish.rows_to_log(rows, {}) == rows
@@ -266,7 +270,9 @@ class FakeRun:
     url, dir, entity, project = "https://wandb.ai/student/p/runs/abc12345", "/tmp/wandb/run/files", "student", "p"
 
     def __init__(self, fail_at: int | None) -> None:
-        self.fail_at, self.logged, self.exit_codes = fail_at, [], []
+        self.fail_at = fail_at
+        self.logged: list[dict] = []
+        self.exit_codes: list[int] = []
 
     def log(self, row: dict) -> None:
         if len(self.logged) == self.fail_at:

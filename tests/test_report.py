@@ -12,6 +12,7 @@ import sys
 import time
 import types
 from pathlib import Path
+from typing import Any
 
 import matplotlib.image
 import nbformat
@@ -56,7 +57,7 @@ def _papermill(tmp_path: Path, out_name: str,
     return proc, nbformat.read(out, as_version=4)
 
 
-def _outputs(nb: nbformat.NotebookNode) -> list[dict]:
+def _outputs(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [out for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])]
 
 
@@ -169,8 +170,8 @@ def test_short_pong_run(tmp_path: Path) -> None:
     the committed runs, and a verdict on which of the text's figures it reproduces."""
     for run in ("a2c_seed-0", "task2_seed-0"):  # two of the committed runs, in the runs/ of this checkout
         (tmp_path / "runs" / run).mkdir(parents=True)
-        history = (ROOT / "runs" / run / "eval_history.json").read_bytes()
-        (tmp_path / "runs" / run / "eval_history.json").write_bytes(history)
+        committed = (ROOT / "runs" / run / "eval_history.json").read_bytes()
+        (tmp_path / "runs" / run / "eval_history.json").write_bytes(committed)
     proc, nb = _papermill(tmp_path, "pong.ipynb", [
         "-p", "algo", "task2", "-p", "seed", "0", "-p", "total_timesteps", "40", "-p", "n_envs", "2",
         "-p", "eval_interval", "1000000", "-p", "n_eval_episodes", "1", "-p", "wandb_mode", "offline",
@@ -261,7 +262,9 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     text = _text(nb)
     assert "runs not present: task2_seed-100" in text
     # The analysis was written for the committed runs: on these, the claims check says which figures fail.
-    held, checked = map(int, re.search(r"\*\*(\d+) of the (\d+) figures checked hold", text).groups())
+    verdict = re.search(r"\*\*(\d+) of the (\d+) figures checked hold", text)
+    assert verdict is not None
+    held, checked = map(int, verdict.groups())
     assert checked >= 10 and held < checked and "| task2 passes 18, seed 100 | 10.0M | no runs | not checked |" in text
     assert "*task1 passes 18, seed 100* (text: 9.9M; measured: not reached)" in text  # named in the verdict
     assert "*task2 passes 18, seed 100*" not in text
@@ -415,8 +418,8 @@ def test_the_training_cell_raises_unless_every_run_of_the_campaign_is_over(code:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cell = next(cell.source for cell in nb.cells if "train_campaign(options" in cell.source)
     fake = types.SimpleNamespace(require_drive=lambda runs_dir: None, report_runs=lambda experiment: ((), ()))
-    namespace = {"algo": "all", "runs_dir": "runs", "options": {}, "experiment": None, "notebook": fake,
-                 "train_campaign": lambda options, arms, seeds, show_progress: code}
+    namespace: dict[str, Any] = {"algo": "all", "runs_dir": "runs", "options": {}, "experiment": None,
+                                 "notebook": fake, "train_campaign": lambda options, arms, seeds, show_progress: code}
     if code == 0:
         exec(cell, namespace)
     else:

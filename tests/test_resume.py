@@ -25,7 +25,7 @@ def test_resume_continues_history_and_wandb_run(tmp_path, monkeypatch) -> None:
 
     run_dir = RunDirectory(tmp_path / "task2_seed-0")
     state = run_dir.load_latest_checkpoint()
-    assert state["num_timesteps"] == 3_000 and state["wandb_run_id"] == first.record.wandb_run_id
+    assert state is not None and state["num_timesteps"] == 3_000 and state["wandb_run_id"] == first.record.wandb_run_id
 
     second = train(cartpole(tmp_path, 6_000), show_progress=False)
     steps = [e.step for e in second.record.evaluations]
@@ -49,6 +49,7 @@ def test_checkpoint_holds_the_update_count_and_the_optimizer_state(tmp_path) -> 
     test_trainer.py)."""
     train(cartpole(tmp_path, 2_000), show_progress=False)
     state = RunDirectory(tmp_path / "task2_seed-0").load_latest_checkpoint()
+    assert state is not None
     assert state["n_updates"] == 2_000 // 20
     assert state["optimizer"]["state"]  # the RMSprop square averages are saved, not re-initialised
 

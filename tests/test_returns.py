@@ -8,7 +8,8 @@ from rlhelpers.core.buffer import RolloutBuffer
 def n_step_returns(rewards: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor,
                    truncation_values: torch.Tensor, last_values: torch.Tensor, gamma: float) -> torch.Tensor:
     """The returns of a buffer holding this (n_steps, n_envs) rollout."""
-    buffer = RolloutBuffer(*rewards.shape, (1,), torch.uint8, torch.device("cpu"))
+    n_steps, n_envs = rewards.shape
+    buffer = RolloutBuffer(n_steps, n_envs, (1,), torch.uint8, torch.device("cpu"))
     buffer.rewards.copy_(rewards)
     buffer.terminated.copy_(terminated)
     buffer.truncated.copy_(truncated)

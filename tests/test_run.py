@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -43,8 +44,8 @@ def test_config_is_validated_and_its_device_resolved_once(tmp_path: Path, monkey
     assert calls == {"validate": 1, "resolve_device": 1}
 
 
-CARTPOLE = dict(algo="a2c", env_id="CartPole-v1", n_envs=4, eval_interval=200, n_eval_episodes=2, n_eval_envs=2,
-                wandb_mode="disabled", device="cpu")
+CARTPOLE: dict[str, Any] = dict(algo="a2c", env_id="CartPole-v1", n_envs=4, eval_interval=200, n_eval_episodes=2,
+                                n_eval_envs=2, wandb_mode="disabled", device="cpu")
 
 
 def test_a_run_that_passed_its_stop_return_is_not_trained_further(tmp_path: Path) -> None:

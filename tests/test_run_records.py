@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -33,10 +34,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def cartpole(tmp_path: Path, total: int, **overrides: object) -> TrainConfig:
-    values = dict(algo="task1", env_id="CartPole-v1", total_timesteps=total, n_envs=4, eval_interval=1_000,
-                  n_eval_episodes=2, n_eval_envs=2, stop_return=1e9, snapshot_interval=1_000,
-                  runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu")
+    values: dict[str, Any] = dict(algo="task1", env_id="CartPole-v1", total_timesteps=total, n_envs=4,
+                                  eval_interval=1_000, n_eval_episodes=2, n_eval_envs=2, stop_return=1e9,
+                                  snapshot_interval=1_000, runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu")
     return TrainConfig(**{**values, **overrides})
+
+
+
+def saved_checkpoint(run: RunDirectory) -> dict[str, Any]:
+    """The run's latest checkpoint, which it must have."""
+    state = run.load_latest_checkpoint()
+    assert state is not None, f"no checkpoint in {run.path}"
+    return state
 
 
 # ---------------------------------------------------------------- a bf16 run of an earlier version
@@ -48,6 +57,7 @@ def test_a_run_trained_in_bf16_by_an_earlier_version_is_not_resumed_in_fp32(tmp_
     record["config"]["precision"] = "bf16"  # as versions that trained the encoder in bfloat16 saved it
     run.history_path.write_text(json.dumps(record))
     state = run.load_latest_checkpoint()
+    assert state is not None
     state["config"]["precision"] = "bf16"
     path = run.checkpoints()[0][1]
     torch.save(state, path)
@@ -61,7 +71,7 @@ def test_saved_records_name_no_path_of_this_machine(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 1_000), show_progress=False)
     run = RunDirectory(tmp_path / "task1_seed-0")
     assert str(tmp_path) not in run.history_path.read_text()
-    checkpoint = run.load_latest_checkpoint()
+    checkpoint = saved_checkpoint(run)
     snapshot = torch.load(next((run.path / SNAPSHOT_DIR).glob("*.pt")), weights_only=True)
     for config in (saved(run.path)["config"], checkpoint["config"], snapshot["config"]):
         assert "runs_dir" not in config and config["algo"] == "task1"
@@ -84,8 +94,9 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     history = record.evaluations
     assert [p.step for p in history] == [0, 1_000, 2_000, 3_000] and record.last == history[-1]
     assert record.finished() and len(record.last.returns) == len(record.last.lengths) == 2
-    times = [p.time for p in history]
-    seconds = [p.train_seconds for p in history]
+    times = [p.time for p in history if p.time is not None]
+    seconds = [p.train_seconds for p in history if p.train_seconds is not None]
+    assert len(times) == len(seconds) == len(history)  # every evaluation keeps both
     assert times == sorted(times) and abs(times[0] - first["start_time"]) < 60
     assert seconds == sorted(seconds) and seconds[0] >= 0 and seconds[-1] < time.time() - first["start_time"] + 1
 
@@ -142,7 +153,7 @@ def test_snapshots_every_interval_rebuild_the_model(tmp_path: Path) -> None:
     model = build_model(tuple(final["obs_shape"]), final["n_actions"], final["config"]["algo"],
                         final["config"]["hidden_size"])
     model.load_state_dict(final["model"])
-    newest = run.load_latest_checkpoint()
+    newest = saved_checkpoint(run)
     assert newest["num_timesteps"] == 2_500
     assert all(torch.equal(final["model"][k], v) for k, v in newest["model"].items())
     first = torch.load(snapshots[0], weights_only=True)
@@ -168,7 +179,7 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "(stopped by SIGTERM)" in out
-    newest = run.load_latest_checkpoint()["num_timesteps"]
+    newest = saved_checkpoint(run)["num_timesteps"]
     assert newest >= 20_000  # well past the step-0 checkpoint of the first evaluation
     assert max(m["global_step"] for m in read_metrics(run.path / METRICS_FILE)) <= newest
     assert not (run.path / LOCK_FILE).exists()

@@ -98,7 +98,9 @@ def test_stale_owner_is_taken_over_at_once_and_a_released_lock_is_simply_taken(
     err = capsys.readouterr().err
     assert re.search(r"from dead owner .*colab-vm-1.*last heartbeat \d+ s ago", err)
     # 301 s, plus the seconds it took to get here (several on a loaded machine), rounded to whole seconds
-    age = int(re.search(r"last heartbeat (\d+) s ago", err).group(1))
+    match = re.search(r"last heartbeat (\d+) s ago", err)
+    assert match is not None
+    age = int(match.group(1))
     assert 301 <= age <= 301 + (time.time() - written) + 0.5
     assert time.monotonic() - started < 5.0  # no wait, where a live-looking owner would cost 300 s
     assert holder(tmp_path)["pid"] == os.getpid()
@@ -152,12 +154,18 @@ def test_processes_that_find_one_dead_owner_together_make_exactly_one_owner(tmp_
                                                          "heartbeat": time.time()}))  # as older versions wrote it
             start = time.time() + 0.1
             for proc in contenders:
+                assert proc.stdin is not None  # a pipe
                 proc.stdin.write(f"{run_dir} {start}\n")
                 proc.stdin.flush()
-            owners.append(sum(proc.stdout.readline() == "owner\n" for proc in contenders))
+            answers = []
+            for proc in contenders:
+                assert proc.stdout is not None  # a pipe
+                answers.append(proc.stdout.readline())
+            owners.append(sum(answer == "owner\n" for answer in answers))
             assert holder(run_dir)["pid"] in {proc.pid for proc in contenders}
     finally:
         for proc in contenders:
+            assert proc.stdin is not None
             proc.stdin.close()
             proc.wait(timeout=30)
     assert owners == [1] * 40, f"{sum(n != 1 for n in owners)} of 40 trials had {owners} owners"

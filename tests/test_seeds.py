@@ -7,10 +7,12 @@ import itertools
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from matplotlib.colors import to_hex
+from test_plotting import label_of
 
 from rlhelpers.report import claims, seeds
 from rlhelpers.report.curves import arm_curve
@@ -219,8 +221,8 @@ def test_each_arm_keeps_its_colour_from_one_figure_to_the_next(tmp_path) -> None
 
     by_panel = {ax.get_title().split(":")[0].split(") ")[1]: colours(ax) for fig in (ablation, equal_hp)
                 for ax in fig.axes[:3]}
-    by_legend = {line.get_label().split(" (")[0]: {to_hex(line.get_color())} for line in comparison.axes[0].lines
-                 if not line.get_label().startswith("_")}
+    by_legend = {label_of(line).split(" (")[0]: {to_hex(line.get_color())} for line in comparison.axes[0].lines
+                 if not label_of(line).startswith("_")}
     assert by_panel == by_legend and len({colour for c in by_panel.values() for colour in c}) == 4
 
 
@@ -228,7 +230,12 @@ def test_the_figure_reads_the_runs_once(tmp_path, monkeypatch) -> None:
     # Runs in training change between two readings: the panels' titles and curves must come from the same one.
     write_runs(tmp_path, FINALS)
     readings = []
-    monkeypatch.setattr(seeds, "read_runs", lambda *args: readings.append(args) or read_runs(*args))
+
+    def reading(*args: Any) -> list[RunRecord]:
+        readings.append(args)
+        return read_runs(*args)
+
+    monkeypatch.setattr(seeds, "read_runs", reading)
     plot_seeds(tmp_path)
     assert len(readings) == 1
 

@@ -130,7 +130,7 @@ def test_a_campaign_trains_two_runs_as_a_job_array(tmp_path: Path, cluster: None
 
 
 def interrupt_and_resume(runs: Path, capsys: pytest.CaptureFixture, time_min: int,
-                         send: Callable[[str], None]) -> str:
+                         send: Callable[[str], object]) -> str:
     """Submit one run with a ``time_min`` limit; once it has trained, hold it, ``send`` the job SLURM's warning
     (USR2) and let the run go on once submitit caught it; wait until the requeued job has finished the run.
     Return the job's log."""

@@ -50,8 +50,12 @@ class ConstantRewardEnv(gym.Env):
 
 TIMEOUT_ENV = "rlhelpers-test/TimeoutOnly-v0"  # every episode is cut by a time limit
 TERMINATING_ENV = "rlhelpers-test/Terminating-v0"  # every episode terminates
-gym.register(TIMEOUT_ENV, entry_point=ConstantRewardEnv, max_episode_steps=EPISODE_STEPS)
-gym.register(TERMINATING_ENV, entry_point=ConstantRewardEnv, kwargs={"terminate_after": EPISODE_STEPS})
+# gymnasium's EnvCreator protocol admits only factories of **kwargs, not an env class with fixed parameters, which
+# gym.make calls with the registered kwargs alone: a valid entry point that its types refuse.
+gym.register(TIMEOUT_ENV, entry_point=ConstantRewardEnv,  # type: ignore[arg-type]  # EnvCreator wants **kwargs
+             max_episode_steps=EPISODE_STEPS)
+gym.register(TERMINATING_ENV, entry_point=ConstantRewardEnv,  # type: ignore[arg-type]  # EnvCreator wants **kwargs
+             kwargs={"terminate_after": EPISODE_STEPS})
 
 
 class CounterEnv(gym.Env):
@@ -72,7 +76,15 @@ class CounterEnv(gym.Env):
 
 
 COUNTER_ENV = "rlhelpers-test/Counter-v0"
-gym.register(COUNTER_ENV, entry_point=CounterEnv)
+gym.register(COUNTER_ENV, entry_point=CounterEnv)  # type: ignore[arg-type]  # EnvCreator wants **kwargs
+
+
+def legacy_numpy_state() -> tuple[str, np.ndarray, int, int, float]:
+    """numpy's global generator state as the tuple of its legacy form (numpy's stubs type the call without
+    ``legacy`` as returning the dict form, which it does not)."""
+    state = np.random.get_state(legacy=True)
+    assert isinstance(state, tuple)
+    return state
 
 
 def make_trainer(env_id: str, **overrides: Any) -> Trainer:
@@ -121,9 +133,13 @@ def test_the_update_through_the_acting_passes_has_the_gradient_of_a_new_pass_ove
         loss.backward()
         trainer.update()
         for (name, new), old in zip(trainer.model.named_parameters(), weights.parameters(), strict=True):
-            assert old.grad.abs().max() > 0, name
+            assert old.grad is not None and old.grad.abs().max() > 0, name
+
+            def message(m: str, name: str = name) -> str:
+                return f"{name}: {m}"
+
             torch.testing.assert_close(new.grad, old.grad, rtol=1e-4, atol=1e-5 * float(old.grad.abs().max()),
-                                       msg=lambda m, name=name: f"{name}: {m}")
+                                       msg=message)
     finally:
         trainer.close()
 
@@ -204,13 +220,13 @@ def test_writing_a_snapshot_or_a_checkpoint_leaves_the_random_generators_as_they
         trainer.train_iteration()
         run_dir = RunDirectory(tmp_path)
         run_dir.create()
-        before = torch.get_rng_state(), random.getstate(), np.random.get_state()
+        before = torch.get_rng_state(), random.getstate(), legacy_numpy_state()
         run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
         run_dir.save_checkpoint(trainer.state_dict(), trainer.num_timesteps, keep=1)
         ((_, snapshot),) = run_dir.snapshots()
         load_model(snapshot)
         run_dir.load_latest_checkpoint()
-        after = torch.get_rng_state(), random.getstate(), np.random.get_state()
+        after = torch.get_rng_state(), random.getstate(), legacy_numpy_state()
         assert torch.equal(after[0], before[0]), "torch's generator moved"
         assert after[1] == before[1], "Python's generator moved"
         assert np.array_equal(after[2][1], before[2][1]) and after[2][2:] == before[2][2:], "numpy's generator moved"
@@ -230,7 +246,9 @@ def test_resume_restores_the_state_exactly_and_the_next_update_is_the_same(tmp_p
 
         resumed = make_trainer("CartPole-v1", algo="task2", n_eval_episodes=2, n_eval_envs=2)  # reseeds the RNGs
         assert not torch.equal(torch.get_rng_state(), rng_at_save[0])
-        resumed.load_state_dict(run_dir.load_latest_checkpoint())
+        checkpoint = run_dir.load_latest_checkpoint()
+        assert checkpoint is not None
+        resumed.load_state_dict(checkpoint)
 
         # Weights, optimizer state (RMSprop's square averages), counters, episode statistics.
         assert_identical(training_state(resumed), training_state(original))
@@ -271,11 +289,16 @@ def fake_cuda_states(n: int) -> list[torch.Tensor]:
 def test_only_the_training_devices_cuda_stream_is_restored_from_a_checkpoint_of_a_machine_with_several_gpus() -> None:
     """Earlier versions saved the states of every visible GPU and restored them all, which fails where fewer
     GPUs are visible; the run drew only from its own device's stream."""
+    def restored(saved: list[torch.Tensor], device: str) -> torch.Tensor:
+        state = training_cuda_rng_state(saved, device)
+        assert state is not None
+        return state
+
     two = fake_cuda_states(2)
-    assert torch.equal(training_cuda_rng_state(two, "auto"), two[0])
-    assert torch.equal(training_cuda_rng_state(two, "cuda"), two[0])
-    assert torch.equal(training_cuda_rng_state(two, "cuda:1"), two[1])
-    assert torch.equal(training_cuda_rng_state(two[1:], "cuda:1"), two[1])  # this version saves only that one
+    assert torch.equal(restored(two, "auto"), two[0])
+    assert torch.equal(restored(two, "cuda"), two[0])
+    assert torch.equal(restored(two, "cuda:1"), two[1])
+    assert torch.equal(restored(two[1:], "cuda:1"), two[1])  # this version saves only that one
     assert training_cuda_rng_state([], "auto") is None  # trained without CUDA so far
 
 
@@ -328,7 +351,8 @@ def test_truncations_bootstrap_from_each_timed_out_envs_true_last_observation() 
         trainer.close()
 
 
-def test_update_clips_the_gradient_norm_before_the_optimizer_step_and_logs_it_unclipped() -> None:
+def test_update_clips_the_gradient_norm_before_the_optimizer_step_and_logs_it_unclipped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     max_norm = 1e-3
     trainer = make_trainer("CartPole-v1", algo="task1", max_grad_norm=max_norm)
     norms_at_step, optimizer_step = [], trainer.optimizer.step
@@ -338,7 +362,7 @@ def test_update_clips_the_gradient_norm_before_the_optimizer_step_and_logs_it_un
         norms_at_step.append(float(torch.linalg.vector_norm(torch.stack(grads))))
         return optimizer_step(*args, **kwargs)
 
-    trainer.optimizer.step = recording_step
+    monkeypatch.setattr(trainer.optimizer, "step", recording_step)
     try:
         stats = trainer.train_iteration()
     finally:

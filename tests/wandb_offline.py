@@ -9,11 +9,17 @@ from typing import Any
 
 from wandb.proto import wandb_internal_pb2
 
+# wandb's protobuf modules make their message classes at import time and come without stubs, so mypy sees none of
+# them: the records are typed Any here (wandb_internal_pb2.Record and .RunRecord at run time).
+Record = Any
+RunRecord = Any
 
-def wandb_records(path: Path) -> list[wandb_internal_pb2.Record]:
+
+def wandb_records(path: Path) -> list[Record]:
     """Records of an offline ``.wandb`` file (a LevelDB-style log of 32 KiB blocks after a 7-byte header)."""
     data = path.read_bytes()
-    records, chunks, pos, block = [], b"", 7, 32768
+    records: list[Record] = []
+    chunks, pos, block = b"", 7, 32768
     while pos + 7 <= len(data):
         if block - pos % block < 7:  # block trailer padding
             pos += block - pos % block
@@ -25,14 +31,14 @@ def wandb_records(path: Path) -> list[wandb_internal_pb2.Record]:
         chunks += data[pos + 7:pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # FULL or LAST fragment
-            record = wandb_internal_pb2.Record()
+            record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]  # no stubs: see Record above
             record.ParseFromString(chunks)
             records.append(record)
             chunks = b""
     return records
 
 
-def run_records(run_dir: Path) -> list[wandb_internal_pb2.Record]:
+def run_records(run_dir: Path) -> list[Record]:
     """Records of one offline W&B run directory (``offline-run-<time>-<id>``)."""
     return wandb_records(next(run_dir.glob("*.wandb")))
 

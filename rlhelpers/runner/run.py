@@ -162,6 +162,7 @@ class RunResult:
     """What ``train`` leaves behind: the run's record as its files now hold it, and how it ended."""
 
     record: RunRecord
+    run_dir: Path
     num_timesteps: int
     stop_reason: str
     wandb_url: str | None
@@ -191,7 +192,7 @@ def _report_without_checkpoint(saved: RunRecord, run_dir: RunDirectory) -> RunRe
             "or runs_dir in the notebook), or delete this run directory to start over")
     print(f"{run_dir.path.name} is finished (evaluated up to step {last.step:,}, last evaluation "
           f"{last.mean:.2f}); its checkpoints are not here, so it is reported as it is", file=sys.stderr)
-    return RunResult(saved, last.step, "finished earlier", None)
+    return RunResult(saved, run_dir.path, last.step, "finished earlier", None)
 
 
 def _resumed_record(config: TrainConfig, run_dir: RunDirectory, state: dict[str, Any] | None,
@@ -288,7 +289,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
             stop_reason = _train_loop(session, bar, stop)  # a stop signal: checkpointed
         if stop_reason == "stopped by SIGINT":  # Ctrl-C, or a notebook's interrupt: stop what would come next, too
             raise KeyboardInterrupt(f"{config.run_name}: stopped and saved at step {trainer.num_timesteps:,}")
-        return RunResult(session.record, trainer.num_timesteps, stop_reason, tracker.url)
+        return RunResult(session.record, run_dir.path, trainer.num_timesteps, stop_reason, tracker.url)
 
 
 def _train_loop(session: Session, bar: tqdm, stop: StopRequest) -> str:
