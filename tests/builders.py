@@ -5,43 +5,59 @@ records of made-up runs. Every test that needs a run or a history builds it here
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rlhelpers.core.evaluation import Evaluation
+from rlhelpers.runner.campaign import command_line
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.store import HISTORY_FILE, RunDirectory, RunRecord
 
+# A CartPole run small enough to train in seconds: 4 envs, evaluated every 1,000 steps on 2 episodes, never stopped
+# early, on the CPU, W&B disabled. A test changes what it needs.
+CARTPOLE: dict[str, Any] = {"env_id": "CartPole-v1", "n_envs": 4, "eval_interval": 1_000, "n_eval_episodes": 2,
+                            "n_eval_envs": 2, "stop_return": 1e9, "wandb_mode": "disabled", "device": "cpu"}
+
 
 def cartpole(runs_dir: Path, total_timesteps: int = 1_000, **overrides: Any) -> TrainConfig:
-    """A task1 CartPole run on the CPU in ``runs_dir``, W&B disabled, evaluated every 200 steps on 2 episodes."""
-    values: dict[str, Any] = {"algo": "task1", "env_id": "CartPole-v1", "total_timesteps": total_timesteps,
-                              "eval_interval": 200, "n_eval_episodes": 2, "n_eval_envs": 2, "runs_dir": str(runs_dir),
-                              "wandb_mode": "disabled", "device": "cpu"}
-    return TrainConfig(**{**values, **overrides})
+    """The config of a ``CARTPOLE`` run in ``runs_dir`` with the test's ``overrides``."""
+    return TrainConfig(**{**CARTPOLE, "total_timesteps": total_timesteps, "runs_dir": str(runs_dir), **overrides})
 
 
-def cartpole_args(runs_dir: Path, steps: int = 2_000, *extra: str) -> list[str]:
-    """The command-line options of a small CartPole run in ``runs_dir`` (evaluated every 1,000 steps)."""
-    return ["--env-id", "CartPole-v1", "--total-timesteps", str(steps), "--eval-interval", "1000",
-            "--n-eval-episodes", "2", "--n-eval-envs", "2", "--runs-dir", str(runs_dir), "--wandb-mode", "disabled",
-            "--device", "cpu", *extra]
+def cartpole_args(**overrides: Any) -> list[str]:
+    """The command-line options of a ``CARTPOLE`` run with the test's ``overrides`` (``runs_dir`` among them)."""
+    return command_line({**CARTPOLE, **overrides})
 
 
-def evaluations(means: list[float], every: int = 500, spread: float = 1.0,
-                lengths: tuple[int, ...] = ()) -> tuple[Evaluation, ...]:
-    """One evaluation of two episodes (mean ± ``spread``) per mean, at steps 0, ``every``, 2 ``every``, ..."""
-    return tuple(Evaluation(i * every, (m - spread, m + spread), lengths) for i, m in enumerate(means))
+def evaluations(means: Sequence[float], every: int = 500, lengths: tuple[int, ...] = (),
+                steps: Sequence[int] | None = None) -> tuple[Evaluation, ...]:
+    """One evaluation per mean of two episodes, one below and one above it, at ``steps`` (by default 0, ``every``,
+    2 ``every``, ...), each episode of ``lengths``."""
+    steps = steps if steps is not None else [i * every for i in range(len(means))]
+    return tuple(Evaluation(step, (m - 1, m + 1), lengths) for step, m in zip(steps, means, strict=True))
 
 
-def write_run(run_path: Path, means: list[float], config: dict[str, Any] | None = None, every: int = 500,
+def made_up_run(name: str, history: tuple[Evaluation, ...], config: dict[str, Any] | None = None,
+                **fields: Any) -> RunRecord:
+    """The record of a run ``name`` with the evaluations ``history`` and ``config``; ``fields`` set the others."""
+    return RunRecord(name, config=config or {}, evaluations=history, **fields)
+
+
+def write_run(run_path: Path, history: tuple[Evaluation, ...], config: dict[str, Any] | None = None,
               **fields: Any) -> RunRecord:
-    """Write the eval_history.json of a made-up run in ``run_path`` (its name is the directory's) with one
-    evaluation per mean (``evaluations``) and ``config``; ``fields`` set the record's other fields."""
-    record = RunRecord(run_path.name, run_path, config or {}, evaluations(means, every), **fields)
+    """Write the eval_history.json of a ``made_up_run`` in ``run_path`` (named after it) and return its record."""
+    record = made_up_run(run_path.name, history, config, **fields)
+    save(run_path.parent, record)
+    return record
+
+
+def save(runs_dir: Path, record: RunRecord) -> Path:
+    """Write ``record`` as the eval_history.json of its run in ``runs_dir``; return the run's directory."""
+    run_path = runs_dir / record.name
     run_path.mkdir(parents=True, exist_ok=True)
     RunDirectory(run_path).write_record(record)
-    return record
+    return run_path
 
 
 def saved(run_path: Path) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import builders
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -32,10 +34,9 @@ def run_cli(capsys, *args: str) -> tuple[int, str]:
     return code, err
 
 
-def cartpole_args(runs_dir, *extra: str) -> list[str]:
-    return ["train", "--env-id", "CartPole-v1", "--total-timesteps", "400", "--n-envs", "2", "--eval-interval",
-            "200", "--n-eval-episodes", "1", "--n-eval-envs", "1", "--runs-dir", str(runs_dir),
-            "--wandb-mode", "disabled", "--device", "cpu", "--stop-return", "1000", *extra]
+def cartpole_args(runs_dir: Path, *extra: str) -> list[str]:
+    return ["train", *builders.cartpole_args(total_timesteps=400, n_envs=2, eval_interval=200, n_eval_episodes=1,
+                                             n_eval_envs=1, runs_dir=runs_dir, stop_return=1000), *extra]
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import builders
 import pytest
 import torch
 from builders import saved
@@ -37,8 +38,7 @@ from rlhelpers.runner.store import (
 
 PONG_RUNS = campaign_runs(PONG.arms, PONG.seeds)
 RUN_NAMES = [run.name for run in PONG_RUNS]
-CARTPOLE = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500", "--n-eval-episodes", "2",
-            "--n-eval-envs", "2", "--stop-return", "1000", "--wandb-mode", "disabled", "--device", "cpu"]
+CARTPOLE = builders.cartpole_args(eval_interval=500, stop_return=1000)
 
 
 @pytest.fixture
@@ -64,10 +64,8 @@ def checkpointed_step(run: Path) -> int:
 
 
 def write_history(run_path: Path, means: list[float], total: int = 1_000, stop: float = 18.0) -> None:
-    run_path.mkdir(parents=True)
-    history = [{"step": 500 * i, "returns": [m - 1, m + 1], "lengths": [1, 1]} for i, m in enumerate(means)]
-    run_path.joinpath("eval_history.json").write_text(json.dumps(
-        {"run_name": run_path.name, "config": {"total_timesteps": total, "stop_return": stop}, "history": history}))
+    builders.write_run(run_path, builders.evaluations(means, every=500, lengths=(1, 1)),
+                       {"total_timesteps": total, "stop_return": stop})
 
 
 def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:

@@ -8,13 +8,13 @@ import json
 import shutil
 from pathlib import Path
 
+import builders
 import nbformat
 import pytest
 
 from rlhelpers.report import claims
 from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown, verdict_markdown
 from rlhelpers.report.experiment import ABLATION, ANALYSIS_JSON, BREAKOUT, BREAKOUT_TEST
-from rlhelpers.runner.store import RunRecord
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"
@@ -111,17 +111,11 @@ def test_figures_are_rounded_as_the_text_writes_them(value: object, fmt: str, te
 
 
 def test_the_speed_rule_needs_both_seeds_below_both(tmp_path: Path) -> None:
-    def history(means: list[float]) -> dict:
-        return {"config": {"total_timesteps": 1_000, "stop_return": 18.0},
-                "history": [{"step": 100 * i, "returns": [m - 1, m + 1]} for i, m in enumerate(means)]}
-
-    histories = {"a2c_seed-0": history([-20, -10, 0]), "a2c_seed-100": history([-20, -12, -2]),
-                 "task1_seed-0": history([-20, -15, -5]), "task1_seed-100": history([-20, -11, -1]),
-                 "task1-pg1_seed-0": history([-20, -19, -18])}
-    for name, record in histories.items():
-        record["run_name"] = name
-        record["config"].update(algo=name.split("_")[0].split("-")[0], variant="pg1" if "-pg1" in name else "")
-    records = [RunRecord.from_dict(record) for record in histories.values()]
+    means = {"a2c_seed-0": [-20, -10, 0], "a2c_seed-100": [-20, -12, -2], "task1_seed-0": [-20, -15, -5],
+             "task1_seed-100": [-20, -11, -1], "task1-pg1_seed-0": [-20, -19, -18]}
+    records = [builders.made_up_run(name, builders.evaluations(runs, every=100), {
+        "total_timesteps": 1_000, "stop_return": 18.0, "algo": name.split("_")[0].split("-")[0],
+        "variant": "pg1" if "-pg1" in name else ""}) for name, runs in means.items()]
     found = claims.compare_speed(records, ("a2c", "task1", "task1-pg1"))
     assert found["until"] == 200 and found["seed/task1-pg1_seed-0"] == pytest.approx(-19.0)
     assert found["below/task1-pg1/a2c"] and found["below/task1-pg1/task1"]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 import waiting
 from builders import saved
@@ -24,10 +25,8 @@ from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.launch import CampaignRun
 from rlhelpers.runner.store import TRAIN_LOG, RunDirectory
 
-CARTPOLE: dict[str, Any] = dict(env_id="CartPole-v1", n_envs=4, eval_interval=500, n_eval_episodes=2, n_eval_envs=2,
-                                stop_return=1000.0, wandb_mode="disabled", device="cpu")
-CARTPOLE_ARGS = ["--env-id", "CartPole-v1", "--n-envs", "4", "--eval-interval", "500", "--n-eval-episodes", "2",
-                 "--n-eval-envs", "2", "--stop-return", "1000", "--wandb-mode", "disabled", "--device", "cpu"]
+CARTPOLE: dict[str, Any] = {**builders.CARTPOLE, "eval_interval": 500, "stop_return": 1000.0}
+CARTPOLE_ARGS = builders.cartpole_args(**CARTPOLE)
 NEEDS_SUBMITIT = "the cluster extra (submitit) is not installed: pip install -e '.[cluster]'"
 
 

@@ -7,6 +7,7 @@ schedule; the other tests call ``train`` in-process on tiny CartPole runs.
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import random
@@ -21,14 +22,13 @@ import time
 import warnings
 from functools import partial
 from pathlib import Path
-from typing import Any
 
+import builders
 import pytest
 import torch
 from builders import saved
 
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import train
 from rlhelpers.runner.store import (
     LOCK_FILE,
@@ -54,14 +54,9 @@ def _wandb_dir_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
 
 
-def cartpole(tmp_path: Path, **overrides: object) -> TrainConfig:
-    """A tiny CartPole run under ``tmp_path/runs`` that evaluates every EVAL_INTERVAL steps."""
-    values: dict[str, Any] = dict(
-        env_id="CartPole-v1", n_envs=4, n_steps=5, total_timesteps=400, eval_interval=EVAL_INTERVAL, n_eval_episodes=2,
-        n_eval_envs=2, stop_return=1e9, checkpoint_interval_s=3600.0, runs_dir=str(tmp_path / "runs"),
-        wandb_mode="disabled", device="cpu")
-    values.update(overrides)
-    return TrainConfig(**values)
+# A tiny a2c run that evaluates every EVAL_INTERVAL steps (whole batches) and never checkpoints on the clock.
+cartpole = functools.partial(builders.cartpole, total_timesteps=400, eval_interval=EVAL_INTERVAL,
+                             checkpoint_interval_s=3600.0)
 
 
 
@@ -387,7 +382,7 @@ def test_runs_dir_that_cannot_be_created_is_a_clear_error(tmp_path: Path) -> Non
     # chmod does not stop root, but nothing can create a directory under a regular file.
     (tmp_path / "not-a-dir").write_text("")
     with pytest.raises(RLHelpersError, match="cannot create run directory .*choose a writable --runs-dir"):
-        train(cartpole(tmp_path, runs_dir=str(tmp_path / "not-a-dir" / "runs")), show_progress=False)
+        train(cartpole(tmp_path / "not-a-dir" / "runs"), show_progress=False)
 
 
 def test_read_only_run_directory_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 import torch
 from builders import saved
@@ -36,8 +37,6 @@ SOLVED = 475.0  # CartPole-v1's reward threshold: the mean evaluation return tha
 BUDGET = 300_000  # environment steps
 
 # A short CartPole run that never stops early (the options a campaign's runs share).
-SHORT: dict[str, Any] = dict(env_id="CartPole-v1", n_envs=4, eval_interval=1_000, n_eval_episodes=2, n_eval_envs=2,
-                             stop_return=1000.0, wandb_mode="disabled")
 
 
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=ON_CUDA)])
@@ -46,9 +45,9 @@ def device(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-def cartpole(tmp_path: Path, device: str, algo: str = "task1", **overrides: object) -> TrainConfig:
+def cartpole(tmp_path: Path, device: str, algo: str = "task1", **overrides: Any) -> TrainConfig:
     """A short CartPole run of ``algo`` on ``device`` in the runs directory ``tmp_path``."""
-    return TrainConfig(**{**SHORT, "algo": algo, "device": device, "runs_dir": str(tmp_path), **overrides})
+    return builders.cartpole(tmp_path, **{"algo": algo, "device": device, "stop_return": 1000.0, **overrides})
 
 
 
@@ -161,7 +160,9 @@ def test_the_campaign_trains_its_runs_with_one_torch_thread_each(device: str, tm
     if device == "cpu":
         monkeypatch.setattr(campaign, "usable_cpus", lambda: 2)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert train_campaign({**SHORT, "device": device, "runs_dir": str(tmp_path / "runs"), "total_timesteps": 1_000},
+    options = {**builders.CARTPOLE, "stop_return": 1000.0, "device": device, "runs_dir": str(tmp_path / "runs"),
+               "total_timesteps": 1_000}
+    assert train_campaign(options,
                           ALGOS, (0,)) == 0
     for algo in ALGOS:
         run = tmp_path / "runs" / f"{algo}_seed-0"

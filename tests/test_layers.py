@@ -13,6 +13,7 @@ import sys
 import types
 from pathlib import Path
 
+import builders
 import pytest
 import torch
 
@@ -150,9 +151,8 @@ ALGORITHMS["qac"] = Algorithm(qac_loss, "Q", {"lr": 1e-3, "pg_coef": 0.5, "vf_co
 
 
 def cartpole_options(runs_dir: Path, steps: int = 2_000) -> list[str]:
-    return ["--env-id", "CartPole-v1", "--total-timesteps", str(steps), "--eval-interval", "1000",
-            "--n-eval-episodes", "2", "--n-eval-envs", "2", "--runs-dir", str(runs_dir), "--wandb-mode", "disabled",
-            "--device", "cpu"]
+    """A CARTPOLE run of the env's own n_envs and stop return, as the algorithm's author would try it."""
+    return builders.cartpole_args(total_timesteps=steps, runs_dir=runs_dir, n_envs=8, stop_return=475.0)
 
 
 def test_a_new_algorithm_is_a_loss_and_a_row_of_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -1,27 +1,30 @@
 """The comparison plot's numbers: mean over the pooled episodes of all seeds, +/- one standard error."""
 
-import json
 import math
 from pathlib import Path
 
+import builders
 import numpy as np
 import pytest
 from matplotlib.lines import Line2D
 
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import Evaluation
 from rlhelpers.report.curves import ArmCurve, arm_curve
 from rlhelpers.report.plotting import DIAGNOSTICS, figures_dir, plot_comparison, plot_diagnostics
+from rlhelpers.runner.config import arm_name, format_run_name
 from rlhelpers.runner.store import METRICS_FILE, MetricsLog, RunRecord
 
 
-def record(algo: str, seed: int, history: list[dict], variant: str = "") -> dict:
-    name = f"{algo}-{variant}_seed-{seed}" if variant else f"{algo}_seed-{seed}"
-    config = {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "stop_return": 18.0}
-    return {"run_name": name, "config": {**config, "variant": variant} if variant else config, "history": history}
+def record(algo: str, seed: int, history: tuple[Evaluation, ...], variant: str = "",
+           env_id: str = "PongNoFrameskip-v4") -> RunRecord:
+    config = {"algo": algo, "seed": seed, "env_id": env_id, "stop_return": 18.0}
+    config.update({"variant": variant} if variant else {})
+    return builders.made_up_run(format_run_name(arm_name(algo, variant), seed), history, config)
 
 
-def pooled_curve(records: list[dict]) -> ArmCurve:
-    return arm_curve([RunRecord.from_dict(r) for r in records])
+def pooled_curve(records: list[RunRecord]) -> ArmCurve:
+    return arm_curve(records)
 
 
 def label_of(line: Line2D) -> str:
@@ -45,9 +48,9 @@ def ydata_of(line: Line2D) -> list:
     return data.tolist()
 
 
-def points(means: list[float], every: int = 100) -> list[dict]:
+def points(means: list[float], every: int = 100) -> tuple[Evaluation, ...]:
     """Evaluations at steps 0, every, 2*every, ... with two returns each around the given means."""
-    return [{"step": i * every, "returns": [m - 1.0, m + 1.0], "lengths": [800, 800]} for i, m in enumerate(means)]
+    return builders.evaluations(means, every, lengths=(800, 800))
 
 
 def test_a_seed_that_stopped_early_is_held_not_dropped() -> None:
@@ -56,7 +59,7 @@ def test_a_seed_that_stopped_early_is_held_not_dropped() -> None:
     curve = pooled_curve([stopped, going_on])
     assert curve.steps.tolist() == [0, 100, 200, 300, 400]
     assert curve.means.tolist() == [-20.0, 0.0, 9.5, 12.0, 13.5]  # 19 held at steps 300 and 400
-    assert [RunRecord.from_dict(r).stopped_early() for r in (stopped, going_on)] == [True, False]
+    assert [r.stopped_early() for r in (stopped, going_on)] == [True, False]
     assert math.isclose(curve.sems[3], np.std([18.0, 20.0, 4.0, 6.0], ddof=1) / 2.0)
     # every point pools both seeds' four episodes, never one seed's two alone
     pooled = [[a - 1, a + 1, b - 1, b + 1] for a, b in zip([-20, 10, 19, 19, 19], [-20, -10, 0, 5, 8], strict=True)]
@@ -83,9 +86,7 @@ def test_a_step_only_one_seed_evaluated_is_left_out() -> None:
 
 def test_plot_marks_the_stopped_seed_and_says_so(tmp_path) -> None:
     for rec in (record("a2c", 0, points([-20.0, 19.0])), record("a2c", 100, points([-20.0, 0.0, 5.0]))):
-        run = tmp_path / rec["run_name"]
-        run.mkdir()
-        (run / "eval_history.json").write_text(json.dumps(rec))
+        builders.save(tmp_path, rec)
     fig, _ = plot_comparison(tmp_path)
     ax = fig.axes[0]
     assert [label_of(line) for line in ax.lines if not label_of(line).startswith("_")] == ["a2c (seeds 0, 100)"]
@@ -97,9 +98,7 @@ def test_plot_marks_the_stopped_seed_and_says_so(tmp_path) -> None:
 
 
 def test_steps_read_in_engineering_notation_without_an_offset(tmp_path) -> None:
-    run = tmp_path / "a2c_seed-0"
-    run.mkdir()
-    (run / "eval_history.json").write_text(json.dumps(record("a2c", 0, points([-20.0, -15.0, -5.0], every=5_000_000))))
+    builders.save(tmp_path, record("a2c", 0, points([-20.0, -15.0, -5.0], every=5_000_000)))
     fig, _ = plot_comparison(tmp_path)
     fig.canvas.draw()
     ax = fig.axes[0]
@@ -110,9 +109,7 @@ def test_steps_read_in_engineering_notation_without_an_offset(tmp_path) -> None:
 
 def test_diagnostics_draw_every_run_from_its_metrics_log(tmp_path) -> None:
     for algo, seed in (("a2c", 0), ("task1", 100)):
-        run = tmp_path / f"{algo}_seed-{seed}"
-        run.mkdir()
-        (run / "eval_history.json").write_text(json.dumps(record(algo, seed, points([-20.0]))))
+        run = builders.save(tmp_path, record(algo, seed, points([-20.0])))
         log = MetricsLog(run / METRICS_FILE)
         for step in (10_000, 20_000, 30_000):
             log.append({key: step / 1e4 + seed for key, _ in DIAGNOSTICS}, step)
@@ -127,9 +124,7 @@ def test_diagnostics_draw_every_run_from_its_metrics_log(tmp_path) -> None:
 
 
 def test_explained_variance_axis_starts_at_minus_one(tmp_path) -> None:
-    run = tmp_path / "task1_seed-0"
-    run.mkdir()
-    (run / "eval_history.json").write_text(json.dumps(record("task1", 0, points([-20.0]))))
+    run = builders.save(tmp_path, record("task1", 0, points([-20.0])))
     log = MetricsLog(run / METRICS_FILE)
     for step, value in ((1_000, -230.0), (2_000, 0.2), (3_000, 0.9)):
         log.append({"losses/explained_variance": value}, step)
@@ -140,8 +135,8 @@ def test_explained_variance_axis_starts_at_minus_one(tmp_path) -> None:
 
 
 def test_arm_curve_pools_seeds_with_standard_error() -> None:
-    seed0 = record("a2c", 0, [{"step": 0, "returns": [-21.0, -20.0, -19.0]}, {"step": 300, "returns": [1.0, 3.0]}])
-    seed100 = record("a2c", 100, [{"step": 0, "returns": [-21.0, -21.0, -20.0]}, {"step": 300, "returns": [5.0, 7.0]}])
+    seed0 = record("a2c", 0, (Evaluation(0, (-21.0, -20.0, -19.0)), Evaluation(300, (1.0, 3.0))))
+    seed100 = record("a2c", 100, (Evaluation(0, (-21.0, -21.0, -20.0)), Evaluation(300, (5.0, 7.0))))
     curve = pooled_curve([seed0, seed100])
     steps, means, sems = curve.steps, curve.means, curve.sems
     pooled0 = np.array([-21.0, -20.0, -19.0, -21.0, -21.0, -20.0])  # six episodes at step 0, four at 300
@@ -153,10 +148,8 @@ def test_arm_curve_pools_seeds_with_standard_error() -> None:
 
 def test_plot_lists_missing_runs_and_writes_png(tmp_path) -> None:
     for algo, seed in (("a2c", 0), ("task2", 100)):
-        run = tmp_path / "runs" / f"{algo}_seed-{seed}"
-        run.mkdir(parents=True)
-        history = [{"step": s, "returns": [float(s // 100 - 21)] * 3, "lengths": [800] * 3} for s in (0, 100, 200)]
-        (run / "eval_history.json").write_text(json.dumps(record(algo, seed, history)))
+        history = tuple(Evaluation(s, (float(s // 100 - 21),) * 3, (800,) * 3) for s in (0, 100, 200))
+        builders.save(tmp_path / "runs", record(algo, seed, history))
     fig, missing = plot_comparison(tmp_path / "runs", tmp_path / "figures" / "comparison.png")
     assert missing == ["a2c_seed-100", "task1_seed-0", "task1_seed-100", "task2_seed-0"]
     assert (tmp_path / "figures" / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -172,10 +165,8 @@ def test_figures_go_beside_other_runs_and_to_figures_for_the_committed_ones(tmp_
     assert figures_dir("runs") == figures_dir("./runs") == figures_dir(tmp_path / "runs") == Path("figures")
     assert figures_dir("my_runs") == Path("my_runs/figures")
     assert figures_dir(tmp_path / "drive" / "runs") == tmp_path / "drive" / "runs" / "figures"
-    run = tmp_path / "my_runs" / "a2c_seed-0"
-    run.mkdir(parents=True)
-    history = [{"step": s, "returns": [-21.0, -20.0], "lengths": [800] * 2} for s in (0, 100)]
-    (run / "eval_history.json").write_text(json.dumps(record("a2c", 0, history)))
+    builders.save(tmp_path / "my_runs", record("a2c", 0, tuple(Evaluation(s, (-21.0, -20.0), (800, 800))
+                                                               for s in (0, 100))))
     assert main(["plot", "--runs-dir", "my_runs"]) == 0
     assert (tmp_path / "my_runs" / "figures" / "comparison.png").exists() and not (tmp_path / "figures").exists()
     assert main(["plot", "--runs-dir", "my_runs", "--out", "plot.txt"]) == 2
@@ -184,10 +175,7 @@ def test_figures_go_beside_other_runs_and_to_figures_for_the_committed_ones(tmp_
 
 def test_runs_of_several_environments_are_not_pooled(tmp_path) -> None:
     for seed, env_id in ((0, "PongNoFrameskip-v4"), (100, "CartPole-v1")):
-        rec = record("a2c", seed, points([-20.0, 10.0]))
-        rec["config"]["env_id"] = env_id
-        (tmp_path / rec["run_name"]).mkdir()
-        (tmp_path / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
+        builders.save(tmp_path, record("a2c", seed, points([-20.0, 10.0]), env_id=env_id))
     with pytest.raises(RLHelpersError, match=r"several environments \(CartPole-v1, PongNoFrameskip-v4\)"):
         plot_comparison(tmp_path)
 
@@ -197,9 +185,7 @@ def test_a_variant_run_has_a_curve_of_its_own_drawn_only_when_asked_for(tmp_path
     report's comparison unless its label is asked for, as in the pg_coef ablation."""
     for rec in (record("a2c", 0, points([-20.0, -10.0])), record("task1", 0, points([-20.0, -18.0])),
                 record("task1", 0, points([-20.0, -5.0]), variant="pg1")):
-        (tmp_path / rec["run_name"]).mkdir()
-        (tmp_path / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
-        MetricsLog(tmp_path / rec["run_name"] / METRICS_FILE).append({"losses/entropy": 1.0}, 100)
+        MetricsLog(builders.save(tmp_path, rec) / METRICS_FILE).append({"losses/entropy": 1.0}, 100)
 
     def curves(fig) -> dict[str, list[float]]:
         return {label_of(line): ydata_of(line) for line in fig.axes[0].lines}
@@ -225,9 +211,7 @@ def test_runs_of_other_seeds_stay_out_of_the_report_plot_and_table(tmp_path) -> 
 
     for rec in (record("a2c", 0, points([-20.0, 5.0])), record("a2c", 100, points([-20.0, 7.0])),
                 record("a2c", 200, points([-20.0, -20.0]))):
-        run = tmp_path / rec["run_name"]
-        run.mkdir()
-        (run / "eval_history.json").write_text(json.dumps(rec))
+        builders.save(tmp_path, rec)
     fig, _ = plot_comparison(tmp_path)
     assert [label_of(line) for line in fig.axes[0].lines if not label_of(line).startswith("_")] == [
         "a2c (seeds 0, 100)"]
@@ -241,9 +225,8 @@ def test_the_results_table_lists_the_runs_arm_by_arm_in_the_tables_order_then_th
 
     for rec in (record("task1", 0, points([1.0]), "pg1"), record("task2", 0, points([1.0])),
                 record("a2c", 100, points([1.0])), record("a2c", 0, points([1.0]), "a2chp"),
-                record("a2c", 0, points([1.0])), record("task1", 100, [])):
-        (tmp_path / rec["run_name"]).mkdir()
-        (tmp_path / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
+                record("a2c", 0, points([1.0])), record("task1", 100, ())):
+        builders.save(tmp_path, rec)
     assert [r.name for r in evaluated_runs(tmp_path)] == [
         "a2c_seed-0", "a2c_seed-100", "task2_seed-0", "task1-pg1_seed-0", "a2c-a2chp_seed-0"]
     assert [r.name for r in evaluated_runs(tmp_path, arms=("task1-pg1", "a2c"))] == [
@@ -257,18 +240,14 @@ def test_your_runs_are_drawn_beside_the_committed_ones_and_another_games_runs_al
                           ("committed", record("task1", 0, points([-20.0, -15.0]))),
                           ("committed", record("a2c", 300, points([-20.0, 9.0]))),
                           ("mine", record("a2c", 0, points([-20.0, 1.0])))):
-        (tmp_path / runs_dir / rec["run_name"]).mkdir(parents=True)
-        (tmp_path / runs_dir / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
+        builders.save(tmp_path / runs_dir, rec)
     fig, missing = plot_comparison(tmp_path / "mine", beside=tmp_path / "committed")
     lines = {label_of(line): line for line in fig.axes[0].lines if not label_of(line).startswith("_")}
     assert list(lines) == ["a2c, committed runs", "a2c (seed 0)", "task1, committed runs"]
     assert ydata_of(lines["a2c, committed runs"]) == [-20.0, 5.0]  # seed 0 only, as the report's
     assert lines["a2c, committed runs"].get_linestyle() == "--"
     assert missing == ["a2c_seed-100", "task1_seed-0", "task1_seed-100", "task2_seed-0", "task2_seed-100"]
-    breakout = record("task1", 7, points([0.0, 2.0]), "pg1")
-    breakout["config"]["env_id"] = "AsteroidsNoFrameskip-v4"
-    (tmp_path / "other" / breakout["run_name"]).mkdir(parents=True)
-    (tmp_path / "other" / breakout["run_name"] / "eval_history.json").write_text(json.dumps(breakout))
+    builders.save(tmp_path / "other", record("task1", 7, points([0.0, 2.0]), "pg1", env_id="AsteroidsNoFrameskip-v4"))
     fig, missing = plot_comparison(tmp_path / "other")
     assert [label_of(line) for line in fig.axes[0].lines if not label_of(line).startswith("_")] == [
         "task1-pg1 (seed 7)"] and missing == []

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import builders
 import pytest
 import wandb
 from wandb_offline import RunRecord, history_rows, run_records
@@ -19,12 +20,12 @@ from wandb_offline import RunRecord, history_rows, run_records
 from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner import publish, tracking
-from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import train
 from rlhelpers.runner.store import LOCK_FILE, METRICS_FILE, checkpoint_name, read_metrics
 from rlhelpers.runner.tracking import init_run
 
 EVAL_INTERVAL = 2_500  # training lines land every 10,000 steps (trainer's log interval), evaluations more often
+CARTPOLE = {"eval_interval": EVAL_INTERVAL, "checkpoint_interval_s": 3600.0, "wandb_mode": "offline"}
 
 
 class Trained(NamedTuple):
@@ -33,11 +34,6 @@ class Trained(NamedTuple):
     sessions: list[Path]  # the offline folders that training wrote, oldest first
 
 
-def cartpole(root: Path, algo: str, total_timesteps: int) -> TrainConfig:
-    return TrainConfig(algo=algo, env_id="CartPole-v1", n_envs=4, n_steps=5, total_timesteps=total_timesteps,
-                       eval_interval=EVAL_INTERVAL, n_eval_episodes=2, n_eval_envs=2, stop_return=1e9,
-                       checkpoint_interval_s=3600.0, runs_dir=str(root / "runs"), wandb_mode="offline",
-                       device="cpu")
 
 
 def offline_folders(root: Path, run_id: str | None = None) -> set[Path]:
@@ -70,12 +66,12 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Trained:
         env.delenv("WANDB_MODE", raising=False)
         wandb.teardown()
         for total in (5_000, 10_000):
-            train(cartpole(root, "a2c", total), show_progress=False)
+            train(builders.cartpole(root / "runs", total, algo="a2c", **CARTPOLE), show_progress=False)
         a2c = root / "runs" / "a2c_seed-0"
         (a2c / checkpoint_name(10_000)).unlink()
         for total in (12_500, 15_000):
-            train(cartpole(root, "a2c", total), show_progress=False)
-        train(cartpole(root, "task1", 5_000), show_progress=False)
+            train(builders.cartpole(root / "runs", total, algo="a2c", **CARTPOLE), show_progress=False)
+        train(builders.cartpole(root / "runs", 5_000, algo="task1", **CARTPOLE), show_progress=False)
         wandb.teardown()  # wait until W&B has written everything
     return Trained(root, {"a2c_seed-0": a2c, "task1_seed-0": root / "runs" / "task1_seed-0"},
                    sorted(offline_folders(root)))

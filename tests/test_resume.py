@@ -1,19 +1,15 @@
 """Stopping a run part-way and starting it again continues where it was."""
 
+import functools
 import json
 
+import builders
 import torch
 
-from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import train
 from rlhelpers.runner.store import METRICS_FILE, RunDirectory, read_metrics
 
-
-def cartpole(tmp_path, total: int, **overrides) -> TrainConfig:
-    values = dict(algo="task2", env_id="CartPole-v1", total_timesteps=total, n_envs=4, eval_interval=1_000,
-                  n_eval_episodes=2, n_eval_envs=2, stop_return=1000.0, runs_dir=str(tmp_path), wandb_mode="offline",
-                  device="cpu")
-    return TrainConfig(**{**values, **overrides})
+cartpole = functools.partial(builders.cartpole, algo="task2", stop_return=1000.0, wandb_mode="offline")
 
 
 def test_resume_continues_history_and_wandb_run(tmp_path, monkeypatch) -> None:

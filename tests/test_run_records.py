@@ -3,6 +3,7 @@ snapshots, and a checkpoint when it is asked to stop with SIGTERM."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -12,13 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import builders
 import pytest
 import torch
 from builders import saved
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.networks import build_model
-from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import git_commit, train
 from rlhelpers.runner.store import (
     LOCK_FILE,
@@ -33,11 +34,7 @@ from rlhelpers.runner.store import (
 REPO = Path(__file__).resolve().parents[1]
 
 
-def cartpole(tmp_path: Path, total: int, **overrides: object) -> TrainConfig:
-    values: dict[str, Any] = dict(algo="task1", env_id="CartPole-v1", total_timesteps=total, n_envs=4,
-                                  eval_interval=1_000, n_eval_episodes=2, n_eval_envs=2, stop_return=1e9,
-                                  snapshot_interval=1_000, runs_dir=str(tmp_path), wandb_mode="disabled", device="cpu")
-    return TrainConfig(**{**values, **overrides})
+cartpole = functools.partial(builders.cartpole, algo="task1", snapshot_interval=1_000)
 
 
 
