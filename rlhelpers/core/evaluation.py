@@ -5,7 +5,7 @@ computes from it."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ def evaluate_policy(
     n_episodes: int,
     seed: int,
     device: torch.device,
-    on_episode: Callable[[], None] | None = None,
+    on_episode: Callable[[], object] | None = None,
 ) -> tuple[list[float], list[int]]:
     """Play ``n_episodes`` complete episodes with actions sampled from pi(.|s); return true scores and lengths.
 
@@ -48,7 +48,7 @@ def evaluate_policy(
     return returns, lengths
 
 
-def mean_and_sem(returns: list[float]) -> tuple[float, float]:
+def mean_and_sem(returns: Sequence[float]) -> tuple[float, float]:
     """Mean of ``returns`` and its standard error (std with ddof=1 over sqrt(n); 0 for a single value)."""
     values = np.asarray(returns, dtype=float)
     sem = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else 0.0
