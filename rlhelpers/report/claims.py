@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlhelpers.report.experiment import ABLATION, BREAKOUT_LEARNS, BREAKOUT_TEST, EQUAL_HP, PONG
-from rlhelpers.report.plotting import algo_curve, mean_return, runs_by_label
+from rlhelpers.report.plotting import algo_curve, last_evaluation, mean_return, runs_by_label
 from rlhelpers.report.seeds import NO_RUNS, arm_runs, measure_arms, measure_seeds, span
 from rlhelpers.runner.config import parse_run_name
 from rlhelpers.runner.records import RunRecord, read_runs
@@ -166,9 +166,11 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     """
     records = read_runs(runs_dir, PONG.seeds)
     evaluated = [record for record in records if record.evaluations]
+    assert PONG.target is not None  # Pong's runs stop at 18
+    parts: list[tuple[str, dict[str, Any]]]
     parts = [("pass/", {r.name: NOT_REACHED if (step := r.first_step_above(PONG.target)) is None else step
                         for r in evaluated}),
-             ("last/", {r.name: r.last.mean for r in evaluated}),
+             ("last/", {r.name: last_evaluation(r).mean for r in evaluated}),
              ("", compare_speed(records, PONG.arms)),
              ("ablation/", compare_speed(records, ABLATION.arms)),
              ("", _gradient_facts(analysis)),
@@ -183,7 +185,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     budgets = {record.config.get("total_timesteps") for record in records if not record.config.get("variant")}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     lr = {record.label: record.config.get("lr") for record in records}
-    found["lr_ratio"] = lr["task1"] / lr["a2c"] if lr.get("task1") and lr.get("a2c") else None
+    found["lr_ratio"] = task1 / a2c if (task1 := lr.get("task1")) and (a2c := lr.get("a2c")) else None
     return found
 
 
@@ -196,7 +198,7 @@ def _second_game(runs_dir: str | Path) -> dict[str, Any]:
     finished = found["scored/a2c"] == len(BREAKOUT_TEST.seeds) and found["training/a2c"] == 0
     found["learns"] = found["last/a2c"] >= BREAKOUT_LEARNS if finished else None
     for arm, records in runs.items():
-        found.update({f"last/{record.name}": record.last.mean for record in records})
+        found.update({f"last/{record.name}": last_evaluation(record).mean for record in records})
         entropies = ([m[ENTROPY] for m in record.metrics() if ENTROPY in m] for record in records)
         found[f"entropy_floor/{arm}"] = span(min(logged) for logged in entropies if logged)
     return found

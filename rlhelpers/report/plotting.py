@@ -14,13 +14,14 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.typing import ColorType
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import mean_and_sem
 from rlhelpers.report.experiment import PONG, experiment_of
 from rlhelpers.runner.config import ARMS, format_run_name, parse_run_name
 from rlhelpers.runner.files import DEFAULT_RUNS_DIR
-from rlhelpers.runner.records import RunRecord, read_runs
+from rlhelpers.runner.records import Evaluation, RunRecord, read_runs
 
 # Two curves can coincide (the all-action actors' gradients are equal in exact arithmetic): distinct styles
 # keep both visible.
@@ -64,8 +65,8 @@ def algo_curve(records: Sequence[RunRecord]) -> AlgoCurve:
     evaluation intervals) is left out, so no point silently becomes the mean of fewer seeds. The curve
     ends at the last step that every seed still training has reached.
     """
-    stopped = {r.name: r.last.step for r in records if r.stopped_early()}
-    ends = [r.last.step for r in records if r.name not in stopped]
+    stopped = {r.name: last_evaluation(r).step for r in records if r.stopped_early()}
+    ends = [last_evaluation(r).step for r in records if r.name not in stopped]
     end = min(ends) if ends else max(stopped.values())
     all_steps = sorted({e.step for r in records for e in r.evaluations if e.step <= end})
     seed_returns = [held_returns(record, all_steps) for record in records]
@@ -82,15 +83,24 @@ def runs_by_label(records: Iterable[RunRecord], labels: Iterable[str]) -> dict[s
     return {label: sorted((r for r in evaluated if r.label == label), key=lambda r: r.seed) for label in labels}
 
 
+def last_evaluation(record: RunRecord) -> Evaluation:
+    """The run's newest evaluation: the curves and tables take runs that have one (``runs_by_label``)."""
+    if record.last is None:
+        raise ValueError(f"run {record.name} has no evaluation yet")
+    return record.last
+
+
 def held_returns(record: RunRecord, steps: Iterable[int]) -> dict[int, tuple[float, ...]]:
     """One run's evaluation returns at each of ``steps`` that it evaluated, and, once it stopped early,
     its last evaluation held at the later ones (its policy no longer changes)."""
     points, last, held = {e.step: e.returns for e in record.evaluations}, record.last, record.stopped_early()
+    if last is None:  # no evaluation: nothing to hold
+        return {}
     return {step: points[step] if step in points else last.returns for step in map(int, steps)
             if step in points or (held and step > last.step)}
 
 
-def mean_return(record: RunRecord, steps: Sequence[int]) -> float | None:
+def mean_return(record: RunRecord, steps: Sequence[int] | np.ndarray) -> float | None:
     """The mean of the run's evaluation means at ``steps`` (``held_returns``: a run that stopped early
     holds its last evaluation); None unless it has one at each of them."""
     held = held_returns(record, steps)
@@ -152,7 +162,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, labels:
     return fig, [name for label in labels for seed in seeds if (name := format_run_name(label, seed)) not in names]
 
 
-def draw_seeds(ax: Axes, runs: Sequence[RunRecord], color: str, style: str, alpha: float,
+def draw_seeds(ax: Axes, runs: Sequence[RunRecord], color: ColorType, style: str, alpha: float,
                cross: tuple[float, float]) -> None:
     """Each run's evaluation means as a thin line, and × (``cross``: its size and line width) on the last of
     each run that stopped early."""
