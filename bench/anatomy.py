@@ -67,7 +67,7 @@ def import_graph(*packages: Path) -> dict[str, set[str]]:
     names = {name: path for package in packages for name, path in module_names(package).items()}
     graph = {}
     for module, path in names.items():
-        imported = set()
+        imported: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 imported.update(alias.name for alias in node.names)

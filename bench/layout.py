@@ -38,7 +38,7 @@ def main() -> None:
     batch_obs = torch.randint(0, 256, (80, 4, 84, 84), dtype=torch.uint8)
     channels_last = build_model((4, 84, 84), 6, "task1")  # rlhelpers' layout
     default = build_model((4, 84, 84), 6, "task1")
-    default.encoder.net.to(memory_format=torch.contiguous_format)
+    default.encoder.net.to(memory_format=torch.contiguous_format)  # type: ignore[call-overload]  # stub lacks memory_format
     models = {"default": default, "channels-last": channels_last}
     times: dict[str, list[float]] = {name: [] for name in models}
     for model in models.values():

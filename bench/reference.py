@@ -15,6 +15,8 @@ that ``rlhelpers.core.envs`` avoids.
 
 from __future__ import annotations
 
+from typing import cast
+
 import ale_py
 import gymnasium as gym
 import numpy as np
@@ -60,16 +62,16 @@ class ReferenceA2C:
         self.env = gym.vector.AsyncVectorEnv([lambda: make_env(env_id) for _ in range(n_envs)])
         self.n_envs, self.n_steps, self.gamma, self.device = n_envs, n_steps, 0.99, torch.device(device)
         torch.manual_seed(seed)
-        self.net = ReferenceNet(int(self.env.single_action_space.n)).to(self.device)
+        self.net = ReferenceNet(int(cast(gym.spaces.Discrete, self.env.single_action_space).n)).to(self.device)
         self.optimizer = torch.optim.RMSprop(self.net.parameters(), lr=7e-4, alpha=0.99, eps=1e-5)
         self.obs, _ = self.env.reset(seed=seed)
 
     def train_iteration(self) -> float:
         """Collect one rollout and update on it; returns the loss."""
-        obs_lists = [[] for _ in range(self.n_envs)]
-        action_lists = [[] for _ in range(self.n_envs)]
-        reward_lists = [[] for _ in range(self.n_envs)]
-        done_lists = [[] for _ in range(self.n_envs)]
+        obs_lists: list[list[np.ndarray]] = [[] for _ in range(self.n_envs)]
+        action_lists: list[list[np.int64]] = [[] for _ in range(self.n_envs)]
+        reward_lists: list[list[np.float64]] = [[] for _ in range(self.n_envs)]
+        done_lists: list[list[np.bool_]] = [[] for _ in range(self.n_envs)]
         for _ in range(self.n_steps):
             with torch.no_grad():
                 logits, _ = self.net(torch.tensor(self.obs, device=self.device))
@@ -83,17 +85,17 @@ class ReferenceA2C:
             self.obs = next_obs
         with torch.no_grad():
             _, last_values = self.net(torch.tensor(self.obs, device=self.device))
-        returns = []
+        return_list: list[float] = []
         for i in range(self.n_envs):
             running = float(last_values[i])
             env_returns = [0.0] * self.n_steps
             for t in reversed(range(self.n_steps)):
                 running = reward_lists[i][t] + self.gamma * running * (1.0 - done_lists[i][t])
                 env_returns[t] = running
-            returns.extend(env_returns)
+            return_list.extend(env_returns)
         obs = torch.tensor(np.array([o for env_obs in obs_lists for o in env_obs]), device=self.device)
         actions = torch.tensor(np.array([a for env_actions in action_lists for a in env_actions]), device=self.device)
-        returns = torch.tensor(returns, dtype=torch.float32, device=self.device)
+        returns = torch.tensor(return_list, dtype=torch.float32, device=self.device)
         logits, values = self.net(obs)
         log_probs = F.log_softmax(logits, dim=-1)
         advantages = (returns - values).detach()

@@ -31,7 +31,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from rlhelpers.core.networks import Encoder
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_ID = "PongNoFrameskip-v4"
@@ -83,7 +86,8 @@ def _tiny_model(n_actions: int, critic_outputs: int) -> Any:
         def forward(self, obs: torch.Tensor) -> torch.Tensor:  # the baseline's ActorCritic calls the encoder
             return self.top(self.trunk(obs))
 
-    return ActorCritic(TinyEncoder(), n_actions, critic_outputs)
+    # An Encoder by its interface: the baseline's rlhelpers, which runs it too, has no Encoder class to subclass.
+    return ActorCritic(cast("Encoder", TinyEncoder()), n_actions, critic_outputs)
 
 
 def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
@@ -95,12 +99,14 @@ def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
     if spec.get("torch_threads"):
         torch.set_num_threads(spec["torch_threads"])
     if spec["kind"] == "random":
+        import gymnasium as gym
+
         from rlhelpers.core.envs import make_vec_env
 
         env = make_vec_env(ENV_ID, n_envs, num_threads=spec.get("env_threads", 0))
         env.reset(seed=0)
         rng = np.random.default_rng(0)
-        n_actions = int(env.single_action_space.n)
+        n_actions = int(cast(gym.spaces.Discrete, env.single_action_space).n)
         return (lambda: env.step(rng.integers(0, n_actions, n_envs))), n_envs
     if spec["kind"] == "reference":
         from bench.reference import ReferenceA2C
@@ -113,7 +119,7 @@ def _stepper(spec: dict[str, Any]) -> tuple[Any, int]:
 
     config, device = resolve_config(TrainConfig(algo=spec["algo"], env_id=ENV_ID, n_envs=n_envs, n_steps=n_steps,
                                                 device=device_name, wandb_mode="disabled", **spec.get("options", {})))
-    trainer = VARIANTS.get(spec.get("variant"), Trainer)(config, device)
+    trainer = VARIANTS.get(spec.get("variant", ""), Trainer)(config, device)
     if spec.get("tiny"):  # the first trainer only tells the network's shape; its envs are closed, not left beside
         trainer.close()
         model = _tiny_model(trainer.n_actions, trainer.model.critic_head.out_features)
@@ -198,12 +204,13 @@ def measure(row: Row, common: dict[str, Any], baseline_src: Path | None) -> list
             cwd=src, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True))
     try:
         for process in processes:
-            if process.stdout.readline().strip() != "ready":
+            if _line(process).strip() != "ready":
                 raise RuntimeError(f"{row.name}: a measuring process failed (its error is above)")
         for process in processes:
+            assert process.stdin is not None  # piped
             process.stdin.write("go\n")
             process.stdin.flush()
-        results = [json.loads(process.stdout.readline()) for process in processes]
+        results = [json.loads(_line(process)) for process in processes]
     finally:
         for process in processes:  # with the reference's env worker processes, however this process ends
             os.killpg(process.pid, signal.SIGKILL)
@@ -213,13 +220,19 @@ def measure(row: Row, common: dict[str, Any], baseline_src: Path | None) -> list
     return [sum(window) for window in zip(*(result["steps_per_s"] for result in results), strict=True)]
 
 
+def _line(process: subprocess.Popen[str]) -> str:
+    """The next line that a measuring process writes to its stdout (piped)."""
+    assert process.stdout is not None  # measure pipes it
+    return process.stdout.readline()
+
+
 def rlhelpers_run(algo: str = "a2c", baseline: bool = False, tiny: bool = False, **options: Any) -> dict[str, Any]:
     """The spec of one rlhelpers trainer process; ``options`` are TrainConfig fields."""
     return {"kind": "rlhelpers", "algo": algo, "baseline": baseline, "tiny": tiny, "options": options}
 
 
 # What the campaign passes to each of two runs on one CPU (campaign.train_campaign); everything else is auto.
-PAIR = {"torch_threads": 1}
+PAIR: dict[str, Any] = {"torch_threads": 1}
 
 
 def table_rows() -> list[Row]:
@@ -357,7 +370,7 @@ def guess_s(row: Row, table: list[Row]) -> float:
 
 
 def measure_in_time(table: list[Row], common: dict[str, Any], budget_s: float | None,
-                    write: Callable[[], None]) -> None:
+                    write: Callable[[], object]) -> None:
     """Each row once, its windows in one set of processes, in order, until the next would end more than
     ``budget_s`` seconds from now (``guess_s``): the rows left stay unmeasured. ``write`` runs before the first row
     and after each, so that a check cut short keeps what it measured."""

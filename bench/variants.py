@@ -25,9 +25,10 @@ class PinnedUploads(Trainer):
         self.staging: dict[int, torch.Tensor] = {}  # a pinned buffer per env group, by its first env
         super().__init__(*args, **kwargs)
 
-    def _store_step(self, t: int, envs: slice, next_obs: np.ndarray, *step: Any) -> torch.Tensor:
+    def _store_step(self, t: int, envs: slice, next_obs: np.ndarray | torch.Tensor, *step: Any) -> torch.Tensor:
         if self.device.type != "cuda":  # nothing to upload (a smoke run on the CPU)
             return super()._store_step(t, envs, next_obs, *step)
+        assert isinstance(next_obs, np.ndarray)  # the env's observations, as collect_rollout passes them
         frames = torch.from_numpy(next_obs)
         if envs.start not in self.staging:
             self.staging[envs.start] = torch.empty_like(frames).pin_memory()

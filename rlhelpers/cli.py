@@ -69,7 +69,7 @@ def _add_config_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] =
                             help=f"{f.metadata['help']} (default: {default})")
 
 
-def _config_options(args: argparse.Namespace) -> dict[str, object]:
+def _config_options(args: argparse.Namespace) -> dict[str, Any]:
     """The TrainConfig fields given on the command line."""
     return {name: value for name, value in vars(args).items() if name in FIELD_TYPES}
 
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     parsers = {}
     for name, command in COMMANDS.items():
+        assert command.__doc__ is not None  # every command has a docstring: its help
         summary, _, details = inspect.cleandoc(command.__doc__).partition("\n\n")
         parsers[name] = commands.add_parser(name, help=summary, description=details or summary)
         if name in READS_RUNS:  # train and campaign have --runs-dir among the config's options
@@ -199,6 +200,7 @@ def _train(args: argparse.Namespace) -> int | None:
     last = result.record.evaluations[-1]  # a run ends with an evaluation, or is reported from its evaluated history
     print(f"{result.run_dir}: stopped at step {result.num_timesteps:,} ({result.stop_reason}); last evaluation "
           f"{last.mean:.2f} at step {last.step:,}")
+    return None
 
 
 def _campaign(args: argparse.Namespace) -> int:

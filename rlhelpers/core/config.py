@@ -8,7 +8,7 @@ where the run lives and how it is tracked.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -35,16 +35,27 @@ def run_defaults(algo: str, env_id: str) -> dict[str, float]:
     """The values a run of ``algo`` on ``env_id`` takes for the fields it leaves as None: the algorithm's row of
     ``ALGORITHMS``, then its kind of env's in ``ENV_DEFAULTS`` (a ``stop_return`` of None there: the env's reward
     threshold). An unknown algo or env id adds nothing (the run's validation names it)."""
-    values = dict(ALGORITHMS[algo].defaults) if algo in ALGORITHMS else {}
+    algo_values = dict(ALGORITHMS[algo].defaults) if algo in ALGORITHMS else {}
     try:
         kind = "Atari" if atari_game(env_id) is not None else "classic control"
     except RLHelpersError:
-        return values
-    values.update(ENV_DEFAULTS[kind])
+        return algo_values
+    values: dict[str, float | None] = {**algo_values, **ENV_DEFAULTS[kind]}
     if "stop_return" in values:
         threshold = env_spec(env_id).reward_threshold
         values["stop_return"] = float("inf") if threshold is None else threshold
-    return values
+    return {name: value for name, value in values.items() if value is not None}  # all of them: the None is replaced
+
+
+T = TypeVar("T")
+
+
+def filled(value: T | None, name: str) -> T:
+    """``value`` of the field ``name`` left as None in the config and filled from the run's defaults in
+    ``AgentConfig.__post_init__``: a TypeError if it is still None (an unknown algo or env id has no defaults)."""
+    if value is None:
+        raise TypeError(f"{name} is None: an unknown algo or env id gave it no default")
+    return value
 
 
 def option(value: Any, help_text: str, **metadata: str) -> Any:
@@ -95,7 +106,7 @@ class AgentConfig:
     @property
     def batch_size(self) -> int:
         """Environment steps per update: n_steps * n_envs."""
-        return self.n_steps * self.n_envs
+        return self.n_steps * filled(self.n_envs, "n_envs")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON view of the config, as checkpoints and snapshots save it."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import ale_py
 import gymnasium as gym
@@ -49,8 +49,10 @@ def check_supported(env_id: str, life_loss: bool = False, fire_reset: bool = Fal
     vector observations (the two inputs the networks take), and unless the game settings apply to it (Atari;
     FIRE is action 1); builds one copy of a non-Atari env, or of an Atari env with ``fire_reset``, to look."""
     if atari_game(env_id) is not None:
-        if fire_reset and (meanings := gym.make(env_id).unwrapped.get_action_meanings())[FIRE] != "FIRE":
-            raise RLHelpersError(f"fire_reset: {env_id} has no FIRE action (its actions: {', '.join(meanings)})")
+        if fire_reset:
+            meanings = cast(ale_py.env.AtariEnv, gym.make(env_id).unwrapped).get_action_meanings()
+            if meanings[FIRE] != "FIRE":
+                raise RLHelpersError(f"fire_reset: {env_id} has no FIRE action (its actions: {', '.join(meanings)})")
         return
     if life_loss or fire_reset:
         raise RLHelpersError(f"life_loss and fire_reset are Atari game settings; {env_id} is not an Atari game")
@@ -81,8 +83,9 @@ def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0, episode_statist
     Seed it through ``reset(seed=s)`` (sub-envs get s, s+1, ...).
     """
     game = atari_game(env_id)
+    env: VectorEnv
     if game is not None:
-        env = ale_py.vector_env.AtariVectorEnv(
+        atari_env = ale_py.vector_env.AtariVectorEnv(
             game,
             n_envs,
             num_threads=num_threads or min(n_envs, usable_cpus()),
@@ -101,8 +104,7 @@ def make_vec_env(env_id: str, n_envs: int, num_threads: int = 0, episode_statist
             reward_clipping=False,
             autoreset_mode=AutoresetMode.SAME_STEP,
         )
-        if life_loss or fire_reset:
-            env = Lives(env, fire_reset)
+        env = Lives(atari_env, fire_reset) if life_loss or fire_reset else atari_env
     else:
         env = gym.make_vec(
             env_id, n_envs, vectorization_mode="sync",
@@ -118,7 +120,9 @@ class Lives(gym.vector.VectorWrapper):
     for FIRE to serve, and a policy that never pressed it would stand still until the frame cap. The agent's action
     there has no effect, so the press is part of the environment that the agent learns."""
 
-    def __init__(self, env: VectorEnv, fire: bool) -> None:
+    env: ale_py.vector_env.AtariVectorEnv
+
+    def __init__(self, env: ale_py.vector_env.AtariVectorEnv, fire: bool) -> None:
         super().__init__(env)
         self.fire = fire
 

@@ -22,7 +22,7 @@ def evaluate_policy(
     n_episodes: int,
     seed: int,
     device: torch.device,
-    on_episode: Callable[[], None] | None = None,
+    on_episode: Callable[[], object] | None = None,
 ) -> tuple[list[float], list[int]]:
     """Play ``n_episodes`` complete episodes with actions sampled from pi(.|s); return true scores and lengths.
 

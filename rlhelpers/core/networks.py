@@ -8,16 +8,20 @@ policy head (near-uniform initial policy), 1 on the critic head; biases are zero
 from __future__ import annotations
 
 import math
+from typing import TypeVar, cast
 
 import torch
 from torch import nn
 
 from rlhelpers.core.losses import ALGORITHMS
 
+Layer = TypeVar("Layer", nn.Linear, nn.Conv2d)
 
-def layer_init(layer: nn.Module, gain: float = math.sqrt(2)) -> nn.Module:
+
+def layer_init(layer: Layer, gain: float = math.sqrt(2)) -> Layer:
     """Orthogonal weights with ``gain`` and zero bias."""
     nn.init.orthogonal_(layer.weight, gain)
+    assert layer.bias is not None, "layer_init's layers are built with a bias"
     nn.init.zeros_(layer.bias)
     return layer
 
@@ -55,13 +59,13 @@ class NatureEncoder(Encoder):
             layer_init(nn.Linear(64 * 7 * 7, 512)), nn.ReLU(),
         )
         # Channels-last convolution weights: oneDNN's faster CPU layout (bench/layout.py measures it).
-        self.net.to(memory_format=torch.channels_last)
+        self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # to()'s stub lacks memory_format
 
     def trunk(self, obs: torch.Tensor) -> torch.Tensor:
         """The convolutions, flattened: (N, 3136). Float32 in training, float64 in the analysis.
 
         The frames go channels-last while still bytes, so the convolution does not reorder them as floats."""
-        frames = obs.contiguous(memory_format=torch.channels_last).to(self.net[0].weight.dtype)
+        frames = obs.contiguous(memory_format=torch.channels_last).to(cast(nn.Conv2d, self.net[0]).weight.dtype)
         return self.net[:self.trunk_layers](frames / 255.0)
 
     def top(self, trunk_out: torch.Tensor) -> torch.Tensor:
@@ -82,7 +86,7 @@ class MLPEncoder(Encoder):
 
     def trunk(self, obs: torch.Tensor) -> torch.Tensor:
         """No layers: the observations as floats."""
-        return obs.to(self.net[0].weight.dtype)
+        return obs.to(cast(nn.Linear, self.net[0]).weight.dtype)
 
     def top(self, trunk_out: torch.Tensor) -> torch.Tensor:
         """Both layers."""

@@ -9,7 +9,8 @@ and epsilon is added inside the square root::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import NoReturn, overload
 
 import torch
 
@@ -20,8 +21,14 @@ class RMSpropTFLike(torch.optim.Optimizer):
     def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, alpha: float = 0.99, eps: float = 1e-5) -> None:
         super().__init__(params, {"lr": lr, "alpha": alpha, "eps": eps})
 
+    @overload
+    def step(self, closure: None = None) -> None: ...
+
+    @overload
+    def step(self, closure: Callable[[], float]) -> NoReturn: ...
+
     @torch.no_grad()
-    def step(self, closure: None = None) -> None:
+    def step(self, closure: Callable[[], float] | None = None) -> None:
         """One update of every parameter that has a gradient, from gradients already computed (no closure)."""
         if closure is not None:
             raise ValueError("RMSpropTFLike.step takes no closure: compute the loss and backward() first")

@@ -10,13 +10,15 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
+import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.vector import VectorEnv
 
 from rlhelpers.core.buffer import RolloutBuffer
-from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, resolve_device
+from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, filled, resolve_device
 from rlhelpers.core.envs import atari_game, final_observations, make_vec_env, send_actions
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import Evaluation, evaluate_policy
@@ -34,7 +36,7 @@ def env_group_count(config: AgentConfig, device: torch.device) -> int:
     share its cores)."""
     if config.env_groups:
         return config.env_groups
-    overlap = device.type == "cuda" and atari_game(config.env_id) is not None and config.n_envs > 1
+    overlap = device.type == "cuda" and atari_game(config.env_id) is not None and filled(config.n_envs, "n_envs") > 1
     return 2 if overlap else 1
 
 
@@ -72,22 +74,24 @@ class Trainer:
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         # Consecutive envs in groups, each its own vector env (collect_rollout overlaps them).
-        bounds = np.linspace(0, config.n_envs, env_group_count(config, self.device) + 1).round().astype(int)
+        n_envs = filled(config.n_envs, "n_envs")
+        bounds = np.linspace(0, n_envs, env_group_count(config, self.device) + 1).round().astype(int)
         self.groups = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         self.envs = [make_vec_env(config.env_id, envs.stop - envs.start, num_threads=config.env_threads,
                                   episode_statistics=False, life_loss=config.life_loss, fire_reset=config.fire_reset)
                      for envs in self.groups]
-        self.eval_env = None
-        obs_space = self.envs[0].single_observation_space
-        self.n_actions = int(self.envs[0].single_action_space.n)
+        self.eval_env: VectorEnv | None = None
+        # check_supported admits discrete actions, and observations in a Box (Atari frames or a flat vector).
+        obs_space = cast(gym.spaces.Box, self.envs[0].single_observation_space)
+        self.n_actions = int(cast(gym.spaces.Discrete, self.envs[0].single_action_space).n)
         self.clip_rewards = atari_game(config.env_id) is not None
         if model is None:
             model = build_model(obs_space.shape, self.n_actions, config.algo, config.hidden_size)
         self.model = model.to(self.device)
-        self.optimizer = RMSpropTFLike(self.model.parameters(), lr=config.lr, alpha=config.rms_alpha,
+        self.optimizer = RMSpropTFLike(self.model.parameters(), lr=filled(config.lr, "lr"), alpha=config.rms_alpha,
                                        eps=config.rms_eps)
         obs_dtype = torch.uint8 if obs_space.dtype == np.uint8 else torch.float32
-        self.buffer = RolloutBuffer(config.n_steps, config.n_envs, obs_space.shape, obs_dtype, self.device)
+        self.buffer = RolloutBuffer(config.n_steps, n_envs, obs_space.shape, obs_dtype, self.device)
         self.num_timesteps = 0
         self.n_updates = 0
         self.episode_returns: deque[float] = deque(maxlen=100)
@@ -101,8 +105,9 @@ class Trainer:
         """Reset every training env with ``seed`` (env i gets seed + i), abandoning the episodes in progress."""
         obs = [env.reset(seed=seed + envs.start)[0] for env, envs in zip(self.envs, self.groups, strict=True)]
         self.obs = torch.as_tensor(np.concatenate(obs), device=self.device)
-        self.running_returns = np.zeros(self.config.n_envs)  # of the episodes in progress, true game scores
-        self.running_lengths = np.zeros(self.config.n_envs, dtype=np.int64)
+        n_envs = filled(self.config.n_envs, "n_envs")
+        self.running_returns = np.zeros(n_envs)  # of the episodes in progress, true game scores
+        self.running_lengths = np.zeros(n_envs, dtype=np.int64)
 
     @torch.inference_mode()
     def _values(self, obs: torch.Tensor) -> torch.Tensor:
@@ -128,8 +133,8 @@ class Trainer:
         receive: list[Callable[[], tuple] | None] = [None] * len(self.envs)
         for t in range(n_steps + 1):
             for g, (env, envs) in enumerate(zip(self.envs, self.groups, strict=True)):
-                if receive[g] is not None:
-                    obs[g] = self._store_step(t - 1, envs, *receive[g]())
+                if (receive_step := receive[g]) is not None:
+                    obs[g] = self._store_step(t - 1, envs, *receive_step())
                 if t == n_steps:
                     continue
                 buf.observations[t, envs].copy_(obs[g])
@@ -143,10 +148,10 @@ class Trainer:
         self.obs = torch.cat(obs)
         self.num_timesteps += self.config.batch_size
 
-    def _store_step(self, t: int, envs: slice, next_obs: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
-                    truncated: np.ndarray, info: dict) -> torch.Tensor:
+    def _store_step(self, t: int, envs: slice, next_obs: np.ndarray | torch.Tensor, rewards: np.ndarray,
+                    terminated: np.ndarray, truncated: np.ndarray, info: dict) -> torch.Tensor:
         """Store the step ``t`` of the envs ``envs`` in the buffer, count the games it ended (in true points), and
-        return the next observations."""
+        return the next observations as a tensor on the device (``next_obs`` itself if it is one already)."""
         buf = self.buffer
         self.running_returns[envs] += rewards
         self.running_lengths[envs] += 1
@@ -208,9 +213,9 @@ class Trainer:
 
     def snapshot(self) -> dict[str, Any]:
         """Model weights and what rebuilds the model (no optimizer): the analysis's view of the policy."""
-        return {"step": self.num_timesteps, "config": self.config.to_dict(),
-                "obs_shape": list(self.envs[0].single_observation_space.shape), "n_actions": self.n_actions,
-                "model": self.model.state_dict()}
+        obs_space = cast(gym.spaces.Box, self.envs[0].single_observation_space)
+        return {"step": self.num_timesteps, "config": self.config.to_dict(), "obs_shape": list(obs_space.shape),
+                "n_actions": self.n_actions, "model": self.model.state_dict()}
 
     def state_dict(self) -> dict[str, Any]:
         """The learner's full state: model, optimizer, random streams and counters; only tensors and plain Python

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from rlhelpers.core.config import filled
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS, state_value
 from rlhelpers.core.networks import ActorCritic
@@ -157,7 +158,8 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
     ``a2c_estimator_variance``. For the batch mean, treating the B states as independent: these over B.
     """
     params = actor_parameters(model)
-    sum_g = sum_sq_g = action_var = identity_error = 0.0
+    sum_sq_g = action_var = identity_error = 0.0
+    sum_g: torch.Tensor | float = 0.0  # a tensor from the first state on
     for obs in batch.obs:
         logits, q_values = model(obs.unsqueeze(0))
         log_probs = torch.log_softmax(logits, dim=-1)[0]
@@ -173,6 +175,7 @@ def estimator_variance(model: ActorCritic, batch: Batch, batch_size: int) -> dic
         sum_sq_g += float(all_action.double().square().sum())
     n = len(batch.obs)
     mean_g = sum_g / n
+    assert isinstance(mean_g, torch.Tensor)  # the batch has states (none: the division above raised)
     state_var = sum_sq_g / n - float(mean_g.square().sum())
     per_state_action_var = action_var / n
     per_sample = {"all_action": state_var, "sampled": state_var + per_state_action_var}
@@ -207,8 +210,9 @@ def loss_term_gradients(model: ActorCritic, batch: Batch, config: TrainConfig) -
     (c_pg x actor, c_vf x critic, c_ent x entropy), on the encoder's and on the policy head's parameters,
     over the batch: which term moves the policy, and which shapes the shared features."""
     groups = {"encoder": list(model.encoder.parameters()), "policy_head": list(model.policy_head.parameters())}
-    weights = {"actor": (config.pg_coef, 0.0, 0.0), "critic": (0.0, config.vf_coef, 0.0),
-               "entropy": (0.0, 0.0, config.ent_coef)}
+    weights = {"actor": (filled(config.pg_coef, "pg_coef"), 0.0, 0.0),
+               "critic": (0.0, filled(config.vf_coef, "vf_coef"), 0.0),
+               "entropy": (0.0, 0.0, filled(config.ent_coef, "ent_coef"))}
     outputs = model(batch.obs)
     losses = {term: _loss(outputs, config.algo, batch, *coefs) for term, coefs in weights.items()}
     return {term: {group: float(_flat_grad(loss, params).norm()) for group, params in groups.items()}
@@ -331,8 +335,8 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
                 "burn_in_steps": burn_in_steps, "gap_steps": gap_steps}
     libraries = {name: importlib.metadata.version(name) for name in ("torch", "gymnasium", "ale-py")}
     same_settings = isinstance(previous, dict) and all(previous.get(key) == value for key, value in settings.items())
-    earlier, earlier_regimes = ((previous.get("snapshots"), previous.get("optimizer_regime")) if same_settings
-                                else (None, None))
+    earlier, earlier_regimes = ((previous.get("snapshots"), previous.get("optimizer_regime"))
+                                if previous is not None and same_settings else (None, None))
     reusable = ({key: entry for key, entry in earlier.items() if isinstance(entry, dict) and "step" in entry}
                 if isinstance(earlier, dict) else {})
     kept = _entries_of_gone_snapshots(reusable, local)
@@ -369,7 +373,7 @@ def analyze_runs(runs_dir: str | Path, n_rollouts: int = 4, n_stages: int = 4, s
 
 
 def write_analysis(runs_dir: str | Path, out: str | Path | None = None, n_rollouts: int = 4, n_stages: int = 4,
-                   **settings: int) -> tuple[Path, dict[str, Any]]:
+                   **settings: Any) -> tuple[Path, dict[str, Any]]:
     """``analyze_runs`` saved as JSON to ``out`` (default: analysis.json in the runs' ``figures_dir``) after each
     snapshot measured, so that a stop loses one snapshot's work at most, keeping the entries of the results
     already there that still hold; returns the path and the results. ``settings`` are ``analyze_runs``' other

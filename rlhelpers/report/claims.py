@@ -15,7 +15,7 @@ from itertools import permutations
 from pathlib import Path
 from typing import Any
 
-from rlhelpers.report.curves import arm_curve, mean_of_means, runs_by_arm
+from rlhelpers.report.curves import arm_curve, last_evaluation, mean_of_means, runs_by_arm
 from rlhelpers.report.experiment import ABLATION, BREAKOUT_LEARNS, BREAKOUT_TEST, EQUAL_HP, PONG
 from rlhelpers.report.results import markdown_table
 from rlhelpers.report.seeds import NO_RUNS, arm_runs, measure_arms, measure_seeds, span
@@ -74,7 +74,8 @@ def compare_speed(records: Iterable[RunRecord], arms: Iterable[str]) -> dict[str
     until = int(min(curve.steps[-1] for curve in curves.values()))
     found: dict[str, Any] = {"until": until}
     for arm, curve in curves.items():
-        found.update({f"seed/{r.name}": mean_of_means(r, curve.steps[curve.steps <= until]) for r in runs[arm]})
+        steps = curve.steps[curve.steps <= until].tolist()
+        found.update({f"seed/{r.name}": mean_of_means(r, steps) for r in runs[arm]})
     seed_means = {arm: [found[f"seed/{r.name}"] for r in records] for arm, records in runs.items()}
     found.update({f"below/{a}/{b}": max(seed_means[a]) < min(seed_means[b]) for a, b in permutations(curves, 2)})
     return found
@@ -167,9 +168,11 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     """
     records = read_runs(runs_dir, PONG.seeds)
     evaluated = [record for record in records if record.evaluations]
+    assert PONG.stop_return is not None  # Pong's runs stop at 18
+    parts: list[tuple[str, dict[str, Any]]]
     parts = [("pass/", {r.name: NOT_REACHED if (step := r.first_step_above(PONG.stop_return)) is None else step
                         for r in evaluated}),
-             ("last/", {r.name: r.last.mean for r in evaluated}),
+             ("last/", {r.name: last_evaluation(r).mean for r in evaluated}),
              ("", compare_speed(records, PONG.arms)),
              ("ablation/", compare_speed(records, ABLATION.arms)),
              ("", _gradient_facts(analysis)),
@@ -184,7 +187,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     budgets = {record.config.get("total_timesteps") for record in records if not record.config.get("variant")}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     lr = {record.arm: record.config.get("lr") for record in records}
-    found["lr_ratio"] = lr["task1"] / lr["a2c"] if lr.get("task1") and lr.get("a2c") else None
+    found["lr_ratio"] = task1 / a2c if (task1 := lr.get("task1")) and (a2c := lr.get("a2c")) else None
     return found
 
 
@@ -197,7 +200,7 @@ def _second_game(runs_dir: str | Path) -> dict[str, Any]:
     finished = found["scored/a2c"] == len(BREAKOUT_TEST.seeds) and found["training/a2c"] == 0
     found["learns"] = found["last/a2c"] >= BREAKOUT_LEARNS if finished else None
     for arm, records in runs.items():
-        found.update({f"last/{record.name}": record.last.mean for record in records})
+        found.update({f"last/{record.name}": last_evaluation(record).mean for record in records})
         entropies = ([m[ENTROPY] for m in record.metrics() if ENTROPY in m] for record in records)
         found[f"entropy_floor/{arm}"] = span(min(logged) for logged in entropies if logged)
     return found

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlhelpers.core.evaluation import mean_and_sem
+from rlhelpers.core.evaluation import Evaluation, mean_and_sem
 from rlhelpers.runner.store import RunRecord
 
 
@@ -39,6 +39,13 @@ def arm_curve(records: Sequence[RunRecord]) -> ArmCurve:
                if all(step in returns for returns in seed_returns)}
     stats = [mean_and_sem(pooled) for pooled in by_step.values()]
     return ArmCurve(np.array(list(by_step)), np.array([m for m, _ in stats]), np.array([e for _, e in stats]))
+
+
+def last_evaluation(record: RunRecord) -> Evaluation:
+    """The run's newest evaluation: the curves and tables take runs that have one (``runs_by_arm``)."""
+    if record.last is None:
+        raise ValueError(f"run {record.name} has no evaluation yet")
+    return record.last
 
 
 def runs_by_arm(records: Iterable[RunRecord], arms: Iterable[str]) -> dict[str, list[RunRecord]]:

@@ -85,7 +85,7 @@ class Rescore:
     @property
     def consistent(self) -> bool | None:
         """Whether the two means differ by less than 1.96 standard errors of their difference."""
-        if self.last_mean is None:
+        if self.last_mean is None or self.last_sem is None:  # both None, or both given
             return None
         return abs(self.mean - self.last_mean) <= 1.96 * math.hypot(self.sem, self.last_sem)
 
@@ -132,7 +132,7 @@ def read_rescore(run_dir: str | Path) -> Rescore | None:
 
 def _frame(obs: np.ndarray, score: tuple[int, int], scale: int) -> np.ndarray:
     """The newest grey frame of a stack, enlarged, with the score written above it."""
-    image = Image.fromarray(obs[-1]).resize((obs.shape[-1] * scale, obs.shape[-2] * scale), Image.NEAREST)
+    image = Image.fromarray(obs[-1]).resize((obs.shape[-1] * scale, obs.shape[-2] * scale), Image.Resampling.NEAREST)
     canvas = Image.new("L", (image.width, image.height + 14), color=0)
     canvas.paste(image, (0, 14))
     ImageDraw.Draw(canvas).text((3, 1), f"points won {score[0]}, lost {score[1]}", fill=255)

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
+from matplotlib.typing import ColorType
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.curves import arm_curve, runs_by_arm
@@ -91,7 +92,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, arms: S
     return fig, [name for arm in arms for seed in seeds if (name := format_run_name(arm, seed)) not in names]
 
 
-def draw_seeds(ax: Axes, runs: Sequence[RunRecord], color: str, style: str, alpha: float,
+def draw_seeds(ax: Axes, runs: Sequence[RunRecord], color: ColorType, style: str, alpha: float,
                cross: tuple[float, float]) -> None:
     """Each run's evaluation means as a thin line, and × (``cross``: its size and line width) on the last of
     each run that stopped early."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlhelpers.report.analysis import write_analysis
+from rlhelpers.report.curves import last_evaluation
 from rlhelpers.report.experiment import AGENT_GIF, ANALYSIS_JSON, PONG
 from rlhelpers.report.playback import read_rescore, record_video
 from rlhelpers.report.plotting import figures_dir
@@ -58,7 +59,9 @@ def results_markdown(records: list[RunRecord], levels: tuple[float, ...] = PONG.
     envs = sorted({r.config.get("env_id", "unknown") for r in records})
     table = []
     for r in records:
-        last, best, seconds = r.last, r.best, r.last.train_seconds
+        last = last_evaluation(r)
+        best, seconds = r.best, last.train_seconds
+        assert best is not None  # a run with an evaluation has a best one
         run_id = r.wandb_run_id or ""
         url = run_url(r.config.get("wandb_entity") or wandb_entity, r.config.get("wandb_project", ""), run_id)
         table.append({"run": r.name, "steps": f"{last.step:,}",
@@ -132,7 +135,7 @@ def agent_video_html(runs_dir: str | Path, records: list[RunRecord], gif: str | 
             return ("<p><em>No committed policy yet: the video appears once a run's policy.pt exists "
                     "(<code>python -m rlhelpers evaluate &lt;runs_dir&gt;/&lt;run&gt; --export</code> writes it "
                     "from the run's newest snapshot).</em></p>")
-        best = max(with_policy, key=lambda r: r.last.mean)
+        best = max(with_policy, key=lambda r: last_evaluation(r).mean)
         record_video(Path(runs_dir) / best.name, gif)
     data = base64.b64encode(gif.read_bytes()).decode()
     return f'<img src="data:image/gif;base64,{data}" alt="one episode of the trained agent" style="width:336px">'

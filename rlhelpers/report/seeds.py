@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlhelpers.report.curves import arm_curve, mean_of_means, runs_by_arm
+from rlhelpers.report.curves import arm_curve, last_evaluation, mean_of_means, runs_by_arm
 from rlhelpers.report.experiment import ABLATION, Comparison
 from rlhelpers.report.plotting import arm_color, draw_seeds, label_steps, save_figure
 from rlhelpers.runner.store import RunRecord, read_runs
@@ -52,13 +52,13 @@ class Difference:
 def difference(x: Sequence[float], y: Sequence[float], seed: int = 0, level: float = 0.95) -> Difference:
     """Δ(X, Y) of the seed scores ``x`` and ``y`` with its ``level`` percentile-bootstrap interval: each of
     ``RESAMPLES`` draws resamples each arm's seeds with replacement (a generator seeded with ``seed``)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     rng = np.random.default_rng(seed)
-    deltas = (rng.choice(x, size=(RESAMPLES, len(x))).mean(axis=1)
-              - rng.choice(y, size=(RESAMPLES, len(y))).mean(axis=1))
+    deltas = (rng.choice(xs, size=(RESAMPLES, len(xs))).mean(axis=1)
+              - rng.choice(ys, size=(RESAMPLES, len(ys))).mean(axis=1))
     low, high = np.quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
-    return Difference(float(x.mean() - y.mean()), float(low), float(high),
-                      float(np.mean(x[:, None] > y[None, :])))
+    return Difference(float(xs.mean() - ys.mean()), float(low), float(high),
+                      float(np.mean(xs[:, None] > ys[None, :])))
 
 
 def arm_runs(runs_dir: str | Path, comparison: Comparison = ABLATION) -> dict[str, list[RunRecord]]:
@@ -89,7 +89,7 @@ def measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> di
                   if step is not None]
         counts = {f"scored/{arm}": len(scores[arm]), f"passed/{arm}": len(passes), f"pass/{arm}": span(passes),
                   f"training/{arm}": sum(not r.finished() for r in records),
-                  f"last/{arm}": float(np.mean([r.last.mean for r in records])) if records else None}
+                  f"last/{arm}": float(np.mean([last_evaluation(r).mean for r in records])) if records else None}
         found.update(counts if records else dict.fromkeys(counts, NO_RUNS))
     for prediction in comparison.predictions:
         if all(len(scores[arm]) == len(comparison.seeds) for arm in (prediction.x, prediction.y)):

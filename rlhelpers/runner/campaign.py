@@ -261,6 +261,13 @@ def run_campaign(config: TrainConfig, runs: list[CampaignRun], train_args: list[
     return _outcome(config, runs, failed, stop.received)
 
 
+def command_line(options: dict[str, Any]) -> list[str]:
+    """``options`` (``TrainConfig`` fields) as ``train``'s command-line options: ``--n-envs 4``, ``--no-life-loss``."""
+    return [part for name, value in options.items() for part in
+            ((f"--{'' if value else 'no-'}{name.replace('_', '-')}",) if isinstance(value, bool)
+             else (f"--{name.replace('_', '-')}", str(value)))]
+
+
 def check_options(options: dict[str, Any],
                   runs: list[CampaignRun]) -> tuple[dict[str, Any], TrainConfig, torch.device]:
     """Check the shared ``options`` (``TrainConfig`` fields) for every one of ``runs`` before anything starts:
@@ -291,9 +298,7 @@ def train_campaign(options: dict[str, Any], arms: tuple[str, ...], seeds: tuple[
     if slurm is None and torch_threads:
         options.setdefault("torch_threads", torch_threads)
     # The children get the runs directory as an absolute path.
-    train_args = [part for name, value in options.items() if name != "runs_dir" for part in
-                  ((f"--{'' if value else 'no-'}{name.replace('_', '-')}",) if isinstance(value, bool)
-                   else (f"--{name.replace('_', '-')}", str(value)))]
+    train_args = command_line({name: value for name, value in options.items() if name != "runs_dir"})
     if slurm is not None:
         try:
             from rlhelpers.runner.cluster import submit_runs
