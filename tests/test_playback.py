@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import builders
 import imageio.v3 as iio
 import pytest
 import torch
 
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import Evaluation
 from rlhelpers.core.networks import build_model
 from rlhelpers.report.playback import (
     MAX_POLICY_BYTES,
@@ -39,9 +41,7 @@ def pong_run(tmp_path: Path) -> Path:
     saved_config = {**config.to_dict(), "runs_dir": str(tmp_path)}  # the path earlier versions saved
     torch.save({"step": 0, "config": saved_config, "obs_shape": [4, 84, 84], "n_actions": 6,
                 "model": model.state_dict()}, run / SNAPSHOT_DIR / snapshot_name(0))
-    history = [{"step": 0, "returns": [-21.0, -20.0, -21.0, -20.0], "lengths": [800] * 4}]
-    (run / "eval_history.json").write_text(json.dumps({"run_name": run.name, "config": config.to_dict(),
-                                                       "history": history}))
+    builders.write_run(run, (Evaluation(0, (-21.0, -20.0, -21.0, -20.0), (800,) * 4),), config.to_dict())
     return run
 
 

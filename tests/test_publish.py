@@ -19,6 +19,7 @@ from wandb_offline import RunRecord, history_rows, run_records
 
 from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import Evaluation
 from rlhelpers.runner import publish, tracking
 from rlhelpers.runner.run import train
 from rlhelpers.runner.store import LOCK_FILE, METRICS_FILE, checkpoint_name, read_metrics
@@ -238,10 +239,7 @@ def test_online_publish_without_a_key_is_refused(tmp_path: Path, monkeypatch: py
                                                  capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     monkeypatch.setenv("HOME", str(tmp_path))
-    run = tmp_path / "runs" / "a2c_seed-0"
-    run.mkdir(parents=True)
-    (run / "eval_history.json").write_text(json.dumps({"run_name": "a2c_seed-0", "wandb_run_id": "abc12345",
-                                                       "config": {"wandb_project": "p"}, "history": []}))
+    builders.write_run(tmp_path / "runs" / "a2c_seed-0", (), {"wandb_project": "p"}, wandb_run_id="abc12345")
     assert main(["publish", "--runs-dir", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: publishing online needs a W&B API key") and "WANDB_API_KEY" in err
@@ -252,9 +250,7 @@ def test_publish_skips_a_run_in_training_and_names_empty_dirs(tmp_path: Path, ca
     with pytest.raises(RLHelpersError, match="no run directory with an eval_history.json in .*--runs-dir"):
         publish.publish_runs(tmp_path / "missing", mode="offline")
     run = tmp_path / "runs" / "a2c_seed-0"
-    run.mkdir(parents=True)
-    (run / "eval_history.json").write_text(json.dumps({"run_name": "a2c_seed-0", "wandb_run_id": "abc12345",
-                                                       "config": {"wandb_project": "p"}, "history": []}))
+    builders.write_run(run, (), {"wandb_project": "p"}, wandb_run_id="abc12345")
     (run / LOCK_FILE).write_text(json.dumps({"host": "colab-vm-2", "pid": 7, "heartbeat": time.time()}))
     assert publish.publish_runs(tmp_path / "runs", mode="offline") == []
     assert "a2c_seed-0: skipped, it is being trained (host colab-vm-2, pid 7)" in capsys.readouterr().out
@@ -283,10 +279,8 @@ class FakeRun:
 def test_a_publish_finishes_its_w_and_b_run_once_as_failed_when_logging_fails(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: int | None, exit_codes: list[int]) -> None:
     run_path = tmp_path / "a2c_seed-0"
-    run_path.mkdir()
-    (run_path / "eval_history.json").write_text(json.dumps(
-        {"run_name": "a2c_seed-0", "wandb_run_id": "abc12345", "config": {"wandb_project": "p"},
-         "history": [{"step": step, "returns": [1.0], "lengths": [10]} for step in (0, 10, 20)]}))
+    builders.write_run(run_path, tuple(Evaluation(step, (1.0,), (10,)) for step in (0, 10, 20)), {"wandb_project": "p"},
+                       wandb_run_id="abc12345")
     fake = FakeRun(fail_at)
     monkeypatch.setattr(publish, "init_run", lambda *args: fake)
     if fail_at is None:

@@ -3,6 +3,7 @@ prepared runs, nbconvert to HTML, resume after a killed run, and a bad parameter
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -14,11 +15,13 @@ import types
 from pathlib import Path
 from typing import Any
 
+import builders
 import matplotlib.image
 import nbformat
 import pytest
 
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import Evaluation
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report import results as report
 from rlhelpers.report.experiment import PONG
@@ -214,13 +217,13 @@ def test_a_report_of_another_game_carries_nothing_of_pong(tmp_path: Path) -> Non
     assert "breakout-actor-critic" in _text(nb) and "pong-actor-critic" not in _text(nb)
 
 
-def _prepared_record(run: str, steps: list[int], means: list[float]) -> dict:
+def _prepared_record(run: str, steps: list[int], means: list[float]) -> RunRecord:
     algo, seed = run.split("_seed-")
     config = {"algo": algo, "seed": int(seed), "env_id": "PongNoFrameskip-v4", "total_timesteps": steps[-1],
               "precision": "fp32", "wandb_project": "pong-actor-critic", "wandb_entity": "example-team"}
-    history = [{"step": s, "returns": [m - 1.0, m, m + 1.0], "lengths": [800, 800, 800], "train_seconds": s / 100}
-               for s, m in zip(steps, means, strict=True)]
-    return {"run_name": run, "wandb_run_id": f"id{algo}{seed}", "config": config, "history": history}
+    history = tuple(Evaluation(s, (m - 1.0, m, m + 1.0), (800, 800, 800), train_seconds=s / 100)
+                    for s, m in zip(steps, means, strict=True))
+    return builders.made_up_run(run, history, config, wandb_run_id=f"id{algo}{seed}")
 
 
 @pytest.fixture
@@ -229,20 +232,14 @@ def prepared_runs(tmp_path: Path) -> list[str]:
     runs = [name for name in REPORT_RUNS if name != "task2_seed-100"]
     for run in runs:
         means = [-20.0, 5.0, 19.0] if run == "a2c_seed-0" else [-20.0, -19.0, -15.0]
-        path = tmp_path / "runs" / run / "eval_history.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps(_prepared_record(run, [0, 300_000, 600_000], means)))
+        builders.save(tmp_path / "runs", _prepared_record(run, [0, 300_000, 600_000], means))
     return runs
 
 
 def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -> None:
-    five_seed_run = tmp_path / "runs" / "a2c_seed-200" / "eval_history.json"
-    five_seed_run.parent.mkdir()
-    five_seed_run.write_text(json.dumps(_prepared_record("a2c_seed-200", [0, 300_000], [-20.0, -18.0])))
+    builders.save(tmp_path / "runs", _prepared_record("a2c_seed-200", [0, 300_000], [-20.0, -18.0]))
     for variant in ("task1-a2chp_seed-0", "task1-a2chp_seed-200"):  # another section's runs, not the ablation's
-        (tmp_path / "runs" / variant).mkdir()
-        (tmp_path / "runs" / variant / "eval_history.json").write_text(
-            json.dumps(_prepared_record(variant, [0, 300_000], [-20.0, -19.0])))
+        builders.save(tmp_path / "runs", _prepared_record(variant, [0, 300_000], [-20.0, -19.0]))
     proc, nb = _papermill(tmp_path, "out.ipynb", ["-p", "algo", "none", "-p", "wandb_mode", "offline"])
     _assert_report_ok(proc, nb, tmp_path, prepared_runs)
     table = _results_table(nb)
@@ -289,10 +286,8 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
 def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:
     run = "task1_seed-100"
     record = _prepared_record(run, [0, 300_000], [-20.0, -19.0])
-    record["config"]["wandb_entity"] = None  # trained without an entity
-    path = tmp_path / "runs" / run / "eval_history.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(record))
+    record.config["wandb_entity"] = None  # trained without an entity
+    builders.save(tmp_path / "runs", record)
 
     unlinked = report.results_markdown(report.evaluated_runs(tmp_path / "runs"))
     assert unlinked.splitlines()[-1].endswith("| `idtask1100` |")
@@ -365,31 +360,28 @@ def test_analysis_results_rescores_and_agent_video(tmp_path: Path) -> None:
     assert "| task1_seed-0 | 200 | 19.00 ± 1.00 | 2 | 15.00 ± 0.50 | **no** |" in table  # 4 > 1.96 * 1.12
 
 
-def _record(algo: str, seed: int, means: list[float], every: int = 1_000_000) -> dict:
-    """An eval_history.json record with two returns per evaluation, mean ± 1, every ``every`` steps."""
-    return {"run_name": f"{algo}_seed-{seed}",
-            "config": {"algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "total_timesteps": 10_000_000,
-                       "stop_return": 18.0, **ALGORITHMS[algo].defaults},
-            "history": [{"step": i * every, "returns": [m - 1.0, m + 1.0], "lengths": [800, 800]}
-                        for i, m in enumerate(means)]}
+def _record(algo: str, seed: int, means: list[float], every: int = 1_000_000) -> RunRecord:
+    """A run's record with two returns per evaluation, mean ± 1, every ``every`` steps."""
+    return builders.made_up_run(f"{algo}_seed-{seed}", builders.evaluations(means, every, lengths=(800, 800)), {
+        "algo": algo, "seed": seed, "env_id": "PongNoFrameskip-v4", "total_timesteps": 10_000_000, "stop_return": 18.0,
+        **ALGORITHMS[algo].defaults})
 
 
-def _write_runs(runs_dir: Path, records: list[dict]) -> None:
-    for rec in records:
-        (runs_dir / rec["run_name"]).mkdir(parents=True)
-        (runs_dir / rec["run_name"] / "eval_history.json").write_text(json.dumps(rec))
+def _write_runs(runs_dir: Path, records: list[RunRecord]) -> None:
+    for record in records:
+        builders.save(runs_dir, record)
 
 
 def test_history_divergence_of_same_seed_and_seed_pairs(tmp_path: Path) -> None:
     task1 = _record("task1", 0, [-21.0, -20.0, -19.0, -10.0])
     task2 = _record("task2", 0, [-21.0, -20.0, -18.0, -12.0])
-    task2["history"][2]["returns"] = [-19.0, -17.0]  # mean -18, s.e. 1
-    result = history_divergence(RunRecord.from_dict(task1), RunRecord.from_dict(task2))
+    changed = dataclasses.replace(task2.evaluations[2], returns=(-19.0, -17.0))  # mean -18, s.e. 1
+    task2 = dataclasses.replace(task2, evaluations=task2.evaluations[:2] + (changed,) + task2.evaluations[3:])
+    result = history_divergence(task1, task2)
     assert result["last_identical_step"] == 1_000_000 and result["identical_steps"] == 2
     assert result["mean_gap"] == {2_000_000: 1.0, 3_000_000: 2.0}
     assert result["gap_sem"] == {2_000_000: pytest.approx(2 ** 0.5), 3_000_000: pytest.approx(2 ** 0.5)}
-    apart = history_divergence(RunRecord.from_dict(_record("a2c", 0, [-21.0])),
-                               RunRecord.from_dict(_record("a2c", 100, [-20.0])))
+    apart = history_divergence(_record("a2c", 0, [-21.0]), _record("a2c", 100, [-20.0]))
     assert apart["last_identical_step"] is None
 
     assert "No pair of runs" in report.divergence_markdown(tmp_path)
@@ -403,7 +395,7 @@ def test_history_divergence_of_same_seed_and_seed_pairs(tmp_path: Path) -> None:
 def test_a_run_is_finished_by_its_own_config(tmp_path: Path) -> None:
     """Passing the report's 18 once does not finish a run that trains on to its own stop_return."""
     record = _record("a2c", 0, [-20.5, 18.5, 17.0])
-    record["config"]["stop_return"] = 20.0
+    record.config["stop_return"] = 20.0
     done = _record("a2c", 100, [-20.5, 17.0, 18.5])
     _write_runs(tmp_path, [record, done])
     rows = {r.name: r for r in report.evaluated_runs(tmp_path)}

@@ -3,12 +3,14 @@ values and the exact bootstrap distribution of small samples."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+import builders
 import numpy as np
 import pytest
 from matplotlib.colors import to_hex
@@ -27,22 +29,21 @@ from rlhelpers.report.experiment import (
 )
 from rlhelpers.report.plotting import plot_comparison
 from rlhelpers.report.seeds import NO_RUNS, difference, measure_seeds, plot_seeds, seed_score
-from rlhelpers.runner.store import RunRecord, read_runs
+from rlhelpers.runner.store import RunRecord, read_run, read_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(means: list[float], every: int = 100, stop: float = 18.0, seed: int = 200) -> RunRecord:
-    history = [{"step": i * every, "returns": [m - 1, m + 1]} for i, m in enumerate(means)]
-    return RunRecord.from_dict({"run_name": f"a2c_seed-{seed}", "history": history,
-                                "config": {"eval_interval": every, "stop_return": stop}})
+    return builders.made_up_run(f"a2c_seed-{seed}", builders.evaluations(means, every),
+                                {"eval_interval": every, "stop_return": stop})
 
 
 def test_the_score_averages_the_evaluations_up_to_its_step_and_holds_a_stopped_run() -> None:
     assert seed_score(run([-21.0, -15.0, -3.0, 5.0, 20.0]), (0, 300)) == pytest.approx((-21 - 15 - 3 + 5) / 4)
     assert seed_score(run([-21.0, 19.0]), (0, 300)) == pytest.approx((-21 + 19 * 3) / 4)  # stopped at 100, held
     assert seed_score(run([-21.0, -15.0, -3.0]), (0, 300)) is None  # still training, not at step 300 yet
-    unknown_interval = RunRecord.from_dict({"run_name": "a2c_seed-0", "history": [{"step": 0, "returns": [1.0]}]})
+    unknown_interval = builders.made_up_run("a2c_seed-0", builders.evaluations([1.0]))
     assert seed_score(unknown_interval, (0, 0)) is None  # a run saved without its config
 
 
@@ -82,13 +83,10 @@ def write_run(runs_dir: Path, label: str, seed: int, means: dict[int, float], ev
     """The evaluation history of run ``<label>_seed-<seed>``: the mean return at each step of ``means`` (its
     episodes one below and one above it)."""
     algo, _, variant = label.partition("-")
-    name = f"{label}_seed-{seed}"
     config = {"algo": algo, "variant": variant, "seed": seed, "eval_interval": every, "stop_return": stop_return,
               "total_timesteps": total}
-    history = [{"step": step, "returns": [m - 1, m + 1]} for step, m in means.items()]
-    (runs_dir / name).mkdir(parents=True)
-    (runs_dir / name / "eval_history.json").write_text(json.dumps({"run_name": name, "config": config,
-                                                                   "history": history}))
+    builders.write_run(runs_dir / f"{label}_seed-{seed}", builders.evaluations(list(means.values()), steps=list(means)),
+                       config)
 
 
 def write_runs(runs_dir: Path, finals: dict[str, list[float]], every: int = 1_200_000) -> None:
@@ -167,9 +165,9 @@ def test_the_figure_draws_every_seed_and_each_prediction_once_complete(tmp_path)
 
 def test_a_seed_still_training_is_not_counted_as_one_that_failed(tmp_path) -> None:
     write_runs(tmp_path, FINALS)
-    going = tmp_path / "a2c_seed-400" / "eval_history.json"  # below 18 at 7.2M, and its budget not spent
-    record = json.loads(going.read_text())
-    going.write_text(json.dumps({**record, "history": record["history"][:7]}))
+    going = read_run(tmp_path / "a2c_seed-400")  # below 18 at 7.2M, and its budget not spent
+    assert going is not None
+    builders.save(tmp_path, dataclasses.replace(going, evaluations=going.evaluations[:7]))
     assert measure_seeds(tmp_path)["training/a2c"] == 1
     titles = [ax.get_title() for ax in plot_seeds(tmp_path).axes[:3]]
     assert titles[0] == "(a) a2c: 4 of 5 above 18\nat 7.2M, 1 still training"
