@@ -54,7 +54,7 @@ def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] | None = PONG.se
 def results_markdown(records: list[RunRecord], levels: tuple[float, ...] = PONG.levels,
                      wandb_entity: str | None = None) -> str:
     """The results table as Markdown (renders in the notebook and in the HTML export), under a title naming
-    the environment once, with the first step above each of ``levels`` (an experiment's milestones and target);
+    the environment once, with the first step above each of ``levels`` (an experiment's milestones and stop return);
     ``wandb_entity`` builds W&B links for runs saved without an entity."""
     envs = sorted({r.config.get("env_id", "unknown") for r in records})
     table = []
