@@ -52,6 +52,13 @@ def write_run(run_path: Path, history: tuple[Evaluation, ...], config: dict[str,
     return record
 
 
+def checkpoint(run_path: Path) -> dict[str, Any]:
+    """The newest checkpoint of the run in ``run_path`` that loads, which the test expects it to have."""
+    state = RunDirectory(run_path).load_latest_checkpoint()
+    assert state is not None, f"no checkpoint in {run_path}"
+    return state
+
+
 def save(runs_dir: Path, record: RunRecord) -> Path:
     """Write ``record`` as the eval_history.json of its run in ``runs_dir``; return the run's directory."""
     run_path = runs_dir / record.name

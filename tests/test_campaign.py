@@ -32,7 +32,6 @@ from rlhelpers.runner.store import (
     METRICS_FILE,
     TEST_WRITE_DELAY_ENV,
     TRAIN_LOG,
-    RunDirectory,
     read_metrics,
 )
 
@@ -55,12 +54,6 @@ def hold_lock(path: Path, pid: int) -> None:
     path.write_text(json.dumps({"host": socket.gethostname(), "pid": pid, "heartbeat": time.time()}))
 
 
-
-def checkpointed_step(run: Path) -> int:
-    """The step of ``run``'s latest checkpoint, which it must have."""
-    state = RunDirectory(run).load_latest_checkpoint()
-    assert state is not None, f"no checkpoint in {run}"
-    return state["num_timesteps"]
 
 
 def write_history(run_path: Path, means: list[float], total: int = 1_000, stop: float = 18.0) -> None:
@@ -172,7 +165,7 @@ def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path
         f"{name} ({'paused' if i < 2 else 'not started'}, step {run_status(runs / name).steps:,})"
         for i, name in enumerate(RUN_NAMES)) + "; the same command resumes them"], out
     for path, pid in zip(first_two, children, strict=True):
-        assert checkpointed_step(path) >= 10_000
+        assert builders.checkpoint(path)["num_timesteps"] >= 10_000
         assert "(stopped by SIGTERM)" in (path / TRAIN_LOG).read_text()
         assert not (path / LOCK_FILE).exists()
         with pytest.raises(ProcessLookupError):
@@ -336,7 +329,7 @@ def test_a_run_stopped_from_outside_is_named_and_the_campaign_fails(tmp_path: Pa
     os.kill(json.loads((run / LOCK_FILE).read_text())["pid"], signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, (out, err)
-    assert checkpointed_step(run) >= 10_000
+    assert builders.checkpoint(run)["num_timesteps"] >= 10_000
     assert err.splitlines()[-1] == f"not finished: a2c_seed-0 (paused, step {run_status(run).steps:,})"
 
 

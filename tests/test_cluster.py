@@ -23,7 +23,7 @@ from rlhelpers.cli import main
 from rlhelpers.runner.campaign import train_campaign
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.launch import CampaignRun
-from rlhelpers.runner.store import TRAIN_LOG, RunDirectory
+from rlhelpers.runner.store import TRAIN_LOG
 
 CARTPOLE: dict[str, Any] = {**builders.CARTPOLE, "eval_interval": 500, "stop_return": 1000.0}
 CARTPOLE_ARGS = builders.cartpole_args(**CARTPOLE)
@@ -48,12 +48,6 @@ def last_step(run: Path) -> int:
     evaluations = saved(run).get("history") or [{"step": -1}]
     return evaluations[-1]["step"]
 
-
-def checkpointed_step(run: Path) -> int:
-    """The step of ``run``'s latest checkpoint, which it must have."""
-    state = RunDirectory(run).load_latest_checkpoint()
-    assert state is not None, f"no checkpoint in {run}"
-    return state["num_timesteps"]
 
 
 def finished(run: Path, step: int) -> bool:
@@ -92,7 +86,7 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
     job.cancel()
     wait_for(lambda: not (run / "owner.json").exists(), "the cancelled run to stop")
     assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
-    stopped_at = checkpointed_step(run)
+    stopped_at = builders.checkpoint(run)["num_timesteps"]
 
     budget = stopped_at + 1000
     assert train_campaign(dict(options, total_timesteps=budget), arms=("task1",), seeds=(0, 100),
@@ -132,7 +126,7 @@ def test_an_interrupted_job_stops_its_training_which_checkpoints(tmp_path: Path)
     assert job.process is not None and job.process.poll() is not None  # the training ended with the job
     assert not (run / "owner.json").exists()
     assert "(stopped by SIGTERM)" in (run / TRAIN_LOG).read_text()
-    assert checkpointed_step(run) >= 1000
+    assert builders.checkpoint(run)["num_timesteps"] >= 1000
 
 
 def test_a_job_at_its_time_limit_is_requeued_and_resumes(tmp_path: Path) -> None:

@@ -51,12 +51,6 @@ def cartpole(tmp_path: Path, device: str, algo: str = "task1", **overrides: Any)
 
 
 
-def saved_checkpoint(run: Path) -> dict[str, Any]:
-    """``run``'s latest checkpoint, which it must have."""
-    state = RunDirectory(run).load_latest_checkpoint()
-    assert state is not None, f"no checkpoint in {run}"
-    return state
-
 
 def sessions(run: Path) -> list[dict]:
     """The provenance of each training session of ``run``."""
@@ -118,7 +112,7 @@ def test_a_resumed_run_trains_as_the_uninterrupted_one(device: str, algo: str, t
         straight.close()
     resumed = Trainer(config, torch_device)
     try:
-        resumed.load_state_dict(saved_checkpoint(run_dir.path))
+        resumed.load_state_dict(builders.checkpoint(run_dir.path))
         assert resumed.model.critic_head.weight.device.type == device
         assert [resumed.train_iteration() for _ in range(half)] == second_half
         assert_same_state(trainer_state(resumed), expected)
@@ -135,7 +129,7 @@ def test_a_checkpoint_carries_a_run_to_its_next_session_on_either_device(first: 
     the new device unchanged, the next update runs there, and the run goes on to its budget with one history."""
     train(cartpole(tmp_path, first, total_timesteps=2_000), show_progress=False)
     run = tmp_path / "task1_seed-0"
-    saved = saved_checkpoint(run)
+    saved = builders.checkpoint(run)
     trainer = Trainer(*resolve_config(cartpole(tmp_path, then, total_timesteps=4_000)))
     try:
         trainer.load_state_dict(saved)

@@ -106,7 +106,7 @@ def _assert_report_ok(proc: subprocess.CompletedProcess, nb: nbformat.NotebookNo
 
 
 def _history(tmp_path: Path, run: str, runs_dir: str = "runs") -> dict:
-    return json.loads((tmp_path / runs_dir / run / "eval_history.json").read_text())
+    return builders.saved(tmp_path / runs_dir / run)
 
 
 def _evaluated(run_dir: Path, step: int) -> bool:

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import builders
 import pytest
@@ -38,12 +37,6 @@ cartpole = functools.partial(builders.cartpole, algo="task1", snapshot_interval=
 
 
 
-def saved_checkpoint(run: RunDirectory) -> dict[str, Any]:
-    """The run's latest checkpoint, which it must have."""
-    state = run.load_latest_checkpoint()
-    assert state is not None, f"no checkpoint in {run.path}"
-    return state
-
 
 # ---------------------------------------------------------------- a bf16 run of an earlier version
 
@@ -68,7 +61,7 @@ def test_saved_records_name_no_path_of_this_machine(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 1_000), show_progress=False)
     run = RunDirectory(tmp_path / "task1_seed-0")
     assert str(tmp_path) not in run.history_path.read_text()
-    checkpoint = saved_checkpoint(run)
+    checkpoint = builders.checkpoint(run.path)
     snapshot = torch.load(next((run.path / SNAPSHOT_DIR).glob("*.pt")), weights_only=True)
     for config in (saved(run.path)["config"], checkpoint["config"], snapshot["config"]):
         assert "runs_dir" not in config and config["algo"] == "task1"
@@ -150,7 +143,7 @@ def test_snapshots_every_interval_rebuild_the_model(tmp_path: Path) -> None:
     model = build_model(tuple(final["obs_shape"]), final["n_actions"], final["config"]["algo"],
                         final["config"]["hidden_size"])
     model.load_state_dict(final["model"])
-    newest = saved_checkpoint(run)
+    newest = builders.checkpoint(run.path)
     assert newest["num_timesteps"] == 2_500
     assert all(torch.equal(final["model"][k], v) for k, v in newest["model"].items())
     first = torch.load(snapshots[0], weights_only=True)
@@ -176,7 +169,7 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "(stopped by SIGTERM)" in out
-    newest = saved_checkpoint(run)["num_timesteps"]
+    newest = builders.checkpoint(run.path)["num_timesteps"]
     assert newest >= 20_000  # well past the step-0 checkpoint of the first evaluation
     assert max(m["global_step"] for m in read_metrics(run.path / METRICS_FILE)) <= newest
     assert not (run.path / LOCK_FILE).exists()

@@ -78,25 +78,25 @@ def test_separated_arms_lie_above_zero_and_equal_ones_do_not() -> None:
     assert same.low < 0 < same.high and same.p_greater == pytest.approx(10 / 25)
 
 
-def write_run(runs_dir: Path, label: str, seed: int, means: dict[int, float], every: int, stop_return: float | None,
+def write_seed_run(runs_dir: Path, arm: str, seed: int, means: dict[int, float], every: int, stop_return: float | None,
               total: int) -> None:
-    """The evaluation history of run ``<label>_seed-<seed>``: the mean return at each step of ``means`` (its
+    """The evaluation history of run ``<arm>_seed-<seed>``: the mean return at each step of ``means`` (its
     episodes one below and one above it)."""
-    algo, _, variant = label.partition("-")
+    algo, _, variant = arm.partition("-")
     config = {"algo": algo, "variant": variant, "seed": seed, "eval_interval": every, "stop_return": stop_return,
               "total_timesteps": total}
-    builders.write_run(runs_dir / f"{label}_seed-{seed}", builders.evaluations(list(means.values()), steps=list(means)),
+    builders.write_run(runs_dir / f"{arm}_seed-{seed}", builders.evaluations(list(means.values()), steps=list(means)),
                        config)
 
 
 def write_runs(runs_dir: Path, finals: dict[str, list[float]], every: int = 1_200_000) -> None:
     """One run per arm and seed of FIVE_SEEDS, rising linearly from -20 to its final mean at 7.2M (then flat,
     to 9.6M); a final mean above 18 stops the run at 7.2M."""
-    for label, arm_finals in finals.items():
+    for arm, arm_finals in finals.items():
         for seed, final in zip(FIVE_SEEDS, arm_finals, strict=True):
             steps = range(0, (7_200_000 if final > 18 else 9_600_000) + 1, every)
             means = {step: -20 + (final + 20) * min(step, 7_200_000) / 7_200_000 for step in steps}
-            write_run(runs_dir, label, seed, means, every, 18.0, 9_600_000)
+            write_seed_run(runs_dir, arm, seed, means, every, 18.0, 9_600_000)
 
 
 FINALS = {"a2c": [19.0, 19.0, 19.0, 19.0, 10.0], "task1": [-10.0, -5.0, 0.0, 19.0, -8.0],
@@ -273,11 +273,11 @@ def write_breakout_runs(runs_dir: Path, finals: dict[str, list[float]], a2c_last
     """BREAKOUT's runs, each seed rising linearly from 0 to its final mean at 10M, evaluated every 500k; the last
     a2c seed has got only to ``a2c_last_step``."""
     every, total = 500_000, 10_000_000
-    for label, arm_finals in finals.items():
+    for arm, arm_finals in finals.items():
         for seed, final in zip(BREAKOUT.seeds, arm_finals, strict=True):
-            last = a2c_last_step if (label, seed) == ("a2c", BREAKOUT.seeds[-1]) else total
+            last = a2c_last_step if (arm, seed) == ("a2c", BREAKOUT.seeds[-1]) else total
             means = {step: final * step / total for step in range(0, last + 1, every)}
-            write_run(runs_dir, label, seed, means, every, None, total)
+            write_seed_run(runs_dir, arm, seed, means, every, None, total)
 
 
 @pytest.mark.parametrize(("a2c_finals", "learns"), [([40.0, 30.0, 26.0], True), ([40.0, 20.0, 26.0], False)])
@@ -304,11 +304,11 @@ def test_the_second_game_is_cited_by_its_own_test_and_judged_to_be_learned_once_
 def test_the_second_game_cites_each_run_s_last_evaluation_and_each_arm_s_entropy_floor(tmp_path: Path) -> None:
     write_breakout_runs(tmp_path, {"a2c": [40.0, 30.0, 26.0], "task1": [5.0, 8.0, 6.0], "task1-pg1": [30.0, 12.0, 0.0]})
     lowest = {"task1-pg1": [0.9, 0.002, 0.05], "a2c": [0.4, 0.7, 0.6]}  # task1 logged no entropy
-    for label, floors in lowest.items():
+    for arm, floors in lowest.items():
         for seed, floor in zip(BREAKOUT.seeds, floors, strict=True):
             lines = [{"global_step": step, "losses/entropy": e} for step, e in ((10, 1.5), (20, floor), (30, 1.2))]
             lines.insert(1, {"global_step": 15, "eval/mean_return": 0.0})  # a record without an entropy
-            metrics = tmp_path / f"{label}_seed-{seed}" / "metrics.jsonl"
+            metrics = tmp_path / f"{arm}_seed-{seed}" / "metrics.jsonl"
             metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
     found = claims.measure(ROOT / "runs", None, breakout_dir=tmp_path)
     assert found["breakout/entropy_floor/task1-pg1"] == (0.002, 0.9)
