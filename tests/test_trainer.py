@@ -272,7 +272,7 @@ def test_resume_restores_the_state_exactly_and_the_next_update_is_the_same(tmp_p
             resumed.close()
 
 
-def test_the_learners_state_is_its_model_optimizer_random_streams_and_counters_not_the_runs_bookkeeping() -> None:
+def test_the_learners_state_is_its_model_optimizer_random_streams_and_counters_not_the_runs_record() -> None:
     trainer = make_trainer("CartPole-v1")
     try:
         assert set(trainer.state_dict()) == {"format", "config", "model", "optimizer", "rng", "num_timesteps",
