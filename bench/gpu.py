@@ -21,14 +21,12 @@ import argparse
 import json
 import math
 import os
-import signal
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
 from bench import throughput
-from bench.throughput import ROOT, Row, measure_in_time, paired_ratio, rlhelpers_run
+from bench.throughput import ROOT, Row, measure_in_time, paired_ratio, rlhelpers_run, start_measuring
 
 COLAB_CORES = 2  # a Colab GPU runtime's CPU cores
 SAMPLES = 3  # timed windows per row
@@ -201,17 +199,14 @@ def main(argv: list[str] | None = None) -> None:
 
     if not (torch.cuda.is_available() or args.quick):
         parser.error("torch sees no CUDA device here (--quick runs the rows on the CPU)")
-    # On SIGTERM (as from timeout) end by an exception, so that measure kills the processes of the row it measures.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     seconds = args.seconds or (0.2 if args.quick else 2.0)
-    n_envs = 2 if args.quick else 16
-    common = {"n_envs": n_envs, "n_steps": 5, "warmup": 1 if args.quick else 5, "seconds": seconds,
-              "device": "cuda" if torch.cuda.is_available() else "cpu", "samples": SAMPLES}
+    common = {**start_measuring(args.quick, seconds), "device": "cuda" if torch.cuda.is_available() else "cpu",
+              "samples": SAMPLES}
     table = table_rows(args.quick)[:args.rows]
     info = {**throughput.machine_info(), **machine_info()}
     command = "python -m bench.gpu" + (" --quick" if args.quick else "")
     measure_in_time(table, common, args.budget_s,
-                    lambda: args.output.write_text(render(table, info, command, seconds, n_envs)))
+                    lambda: args.output.write_text(render(table, info, command, seconds, common["n_envs"])))
     print(args.output.read_text())
     print(f"written to {args.output}")
 

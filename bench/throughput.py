@@ -385,6 +385,14 @@ def measure_in_time(table: list[Row], common: dict[str, Any], budget_s: float | 
         write()
 
 
+def start_measuring(quick: bool, seconds: float) -> dict[str, Any]:
+    """The settings every row of a table shares (``quick``: 2 envs and 1 warm-up update instead of 16 and 5; each
+    sample ``seconds`` long), after making SIGTERM (as from timeout) end by an exception, so that ``measure`` kills
+    the processes of the row it measures."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    return {"n_envs": 2 if quick else 16, "n_steps": 5, "warmup": 1 if quick else 5, "seconds": seconds}
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse options, measure every row, print the table and write it to ``--output``."""
     parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__.splitlines()[0])
@@ -402,11 +410,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(json.loads(args.child))
         return
-    # On SIGTERM (as from timeout) end by an exception, so that measure kills the processes of the row it measures.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     reps = args.reps or (1 if args.quick else 3)
     seconds = args.seconds or (0.2 if args.quick else 8.0)
-    common = {"n_envs": 2 if args.quick else 16, "n_steps": 5, "warmup": 1 if args.quick else 5, "seconds": seconds}
+    common = start_measuring(args.quick, seconds)
     info = machine_info()
     info["baseline"] = args.baseline
     table = table_rows()

@@ -197,12 +197,12 @@ def _report_without_checkpoint(saved: RunRecord, run_dir: RunDirectory) -> RunRe
 
 def _resumed_record(config: TrainConfig, run_dir: RunDirectory, state: dict[str, Any] | None,
                     saved: RunRecord | None) -> RunRecord:
-    """The record the run goes on with: the checkpoint's (None: a new run), under this config, with the W&B id of
-    the run's history when the checkpoint has none."""
-    record = RunRecord.from_checkpoint(state, run_dir.path) if state is not None else RunRecord(config.run_name)
+    """The record the run goes on with: the checkpoint's (None: a new run), under this config (a session may change
+    what is not the run's identity), with the W&B id of the run's history when the checkpoint has none."""
+    record = RunRecord.from_checkpoint(state, run_dir.path) if state is not None else RunRecord(run_dir.path.name,
+                                                                                                run_dir.path)
     wandb_run_id = record.wandb_run_id or (saved.wandb_run_id if saved is not None else None) or new_run_id()
-    return dataclasses.replace(record, name=config.run_name, path=run_dir.path, config=config.to_dict(),
-                               wandb_run_id=wandb_run_id)
+    return dataclasses.replace(record, config=config.to_dict(), wandb_run_id=wandb_run_id)
 
 
 class Session:
