@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="measure no row that would end later than this many seconds from the start (default: no "
                              "limit); the rows left are listed as not measured")
     parser.add_argument("--rows", type=int, default=None, help="only the table's first ROWS rows")
+    parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
+                        help="only the rows whose name contains one of these (e.g. 'auto settings' 'TF32')")
     args = parser.parse_args(argv)
     import torch
 
@@ -202,7 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     seconds = args.seconds or (0.2 if args.quick else 2.0)
     common = {**start_measuring(args.quick, seconds), "device": "cuda" if torch.cuda.is_available() else "cpu",
               "samples": SAMPLES}
-    table = table_rows(args.quick)[:args.rows]
+    table = [row for row in table_rows(args.quick)[:args.rows]
+             if args.only is None or any(text in row.name for text in args.only)]
+    if not table:
+        parser.error(f"no row's name contains any of {args.only}")
     info = {**throughput.machine_info(), **machine_info()}
     command = "python -m bench.gpu" + (" --quick" if args.quick else "")
     measure_in_time(table, common, args.budget_s,
