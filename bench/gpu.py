@@ -6,7 +6,7 @@ effect) and the whole machine. The rows answer, in this order, so that a check s
 needed: on both shapes the ALE env ceiling, the course's reference design (bench/reference.py) and one a2c run with
 the auto settings; on Colab's the evaluation step (for the projection) and two runs at once, on the whole machine
 the campaign's six at once; then the choices still open (1 or 2 env groups, pinned memory with non_blocking
-uploads, re-forwarding the rollout against reusing the acting passes' graphs, TF32 convolutions:
+uploads, back-propagating through the acting passes against re-forwarding the rollout, TF32 convolutions:
 bench/variants.py; the campaign's runs at once and ALE threads). From Colab's rates, evaluations included, it
 projects the time of the six report runs, at the step counts and evaluations the committed runs recorded
 (runs/*/eval_history.json).
@@ -61,12 +61,13 @@ def table_rows(quick: bool = False) -> list[Row]:
     return [*essentials[:3],
             row(colab, f"evaluation: {n_eval_envs} envs stepped by the policy",
                 {"kind": "evaluation", "algo": "a2c", "n_eval_envs": n_eval_envs}),
-            row(colab, "campaign: 2 runs at once (auto with a GPU: 1)", *CAMPAIGN[:2]),
+            row(colab, "campaign: 2 runs at once (auto: one per core)", *CAMPAIGN[:2]),
             *essentials[3:],
-            row(whole, "campaign: 6 runs at once (auto with a GPU: one per 2 cores)", *CAMPAIGN),
+            row(whole, "campaign: 6 runs at once (auto: one per core, at most the runs)", *CAMPAIGN),
             row(colab, "rlhelpers a2c, 1 env group (auto: 2 with a GPU)", run(env_groups=1)),
             row(colab, "rlhelpers a2c, pinned memory + non_blocking uploads", run("pinned")),
-            row(colab, "rlhelpers a2c, re-forward the rollout in the update", run("reforward")),
+            row(colab, "rlhelpers a2c, update through the acting passes (auto with a GPU: re-forward)",
+                run("acting-graphs")),
             row(colab, "rlhelpers a2c, TF32 convolutions (auto: fp32)", run("tf32")),
             row(whole, "campaign: 2 runs at once", *CAMPAIGN[:2]),
             row(whole, f"campaign: 6 runs at once, {ale(shared)} each",
@@ -111,7 +112,7 @@ def projection(table: list[Row], runs_dir: Path = ROOT / "runs") -> list[tuple[s
     """The six report runs on Colab's shape, at the a2c run's rate (the losses differ by little next to the GPU's
     launches and the emulator), plus their evaluations at the evaluation rate, as the committed runs recorded them
     (an evaluation of E episodes on N envs takes about ceil(E / N) times its longest episode in steps of all N
-    envs); one at a time (the campaign's choice with 2 cores) and, where measured, two at a time."""
+    envs); one at a time and, where measured, two at a time (the campaign's choice on 2 cores)."""
     shape = table[0].name.split(": ")[0] if table else ""
     auto, evaluation = _find(table, shape, AUTO), _find(table, shape, "evaluation")
     if auto is None or evaluation is None:
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
               "samples": SAMPLES}
     table = [row for row in table_rows(args.quick)[:args.rows]
              if args.only is None or any(text in row.name for text in args.only)]
-    if not table:
+    if args.only and not table:
         parser.error(f"no row's name contains any of {args.only}")
     info = {**throughput.machine_info(), **machine_info()}
     command = "python -m bench.gpu" + (" --quick" if args.quick else "")

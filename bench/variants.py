@@ -1,4 +1,5 @@
-"""Ways to run the trainer on a GPU that the package does not take until measurements justify them.
+"""Ways to run the trainer on a GPU that the package does not take: its measurements (bench/results/) did not
+justify them.
 
 Each is a subclass of ``Trainer`` that changes one thing and keeps what is computed; ``bench.throughput``
 measures them beside the package's own trainer (``python -m bench.throughput --device cuda``). Not part of
@@ -37,19 +38,13 @@ class PinnedUploads(Trainer):
         return super()._store_step(t, envs, self.staging[envs.start].to(self.device, non_blocking=True), *step)
 
 
-class Reforward(Trainer):
-    """The acting passes keep no autograd graph; the update runs the whole network again over the rollout's
-    stored observations, in one batch (the package instead back-propagates through the acting passes' trunks,
-    which pays on a CPU: docs/throughput.md)."""
+class ActingGraphs(Trainer):
+    """The CPU's way on a GPU too: the update back-propagates through the acting passes' trunks instead of running
+    the network again over the rollout (``Trainer.reforward``, the package's choice with CUDA)."""
 
-    def collect_rollout(self) -> None:
-        with torch.no_grad():
-            super().collect_rollout()
-
-    def update(self) -> dict[str, float]:
-        # The rollout's observations, step after step and env after env: the order of the acting passes' trunks.
-        self.acting_trunks = [self.model.encoder.trunk(self.buffer.observations.flatten(0, 1))]
-        return super().update()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reforward = False
 
 
 class TF32Convolutions(Trainer):
@@ -62,4 +57,4 @@ class TF32Convolutions(Trainer):
             torch.backends.cudnn.allow_tf32 = True
 
 
-VARIANTS: dict[str, type[Trainer]] = {"pinned": PinnedUploads, "reforward": Reforward, "tf32": TF32Convolutions}
+VARIANTS: dict[str, type[Trainer]] = {"pinned": PinnedUploads, "acting-graphs": ActingGraphs, "tf32": TF32Convolutions}

@@ -101,8 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     campaign.add_argument("--seeds", nargs="+", type=_whole_number, default=None, metavar="SEED",
                           help="train these seeds of each (default: the experiment's)")
     campaign.add_argument("--parallel", type=_whole_number, default=None,
-                          help="runs trained at once (default: one per usable core on a CPU, one per 2 cores with a "
-                               "GPU; docs/throughput.md)")
+                          help="runs trained at once (default: one per usable core, at most the runs; "
+                               "docs/throughput.md)")
     slurm = campaign.add_argument_group("a cluster (docs/cluster.md; needs the cluster extra: submitit)")
     slurm.add_argument("--cluster", choices=("slurm", "local"), default=None,
                        help="submit each unfinished run as a job of a SLURM job array (slurm), or as submitit's "

@@ -196,10 +196,10 @@ def test_a_failing_run_fails_the_campaign_by_name(tmp_path: Path, capsys: pytest
     ("cpu", 6, 16, None, (6, 2)),  # a 16-core CPU: every run at once, the cores shared out
     ("cpu", 1, 2, None, (1, 0)),  # one run alone keeps torch's default threads
     ("cpu", 6, 4, 3, (3, 1)),  # a given --parallel is kept, and the threads follow it
-    ("cuda", 6, 2, None, (1, 0)),  # Colab: 2 cores, one GPU
+    ("cuda", 6, 2, None, (2, 0)),  # Colab: 2 cores, one GPU; the trainer takes one torch thread with CUDA
     ("cuda", 6, 16, None, (6, 0)),  # a 16-core workstation with one GPU
     ("cuda", 6, 16, 2, (2, 0)),
-    ("mps", 6, 8, None, (4, 0)),
+    ("mps", 6, 8, None, (6, 0)),
 ])
 def test_the_runs_at_once_follow_the_resolved_device_and_the_usable_cores(
         device: str, n_runs: int, cpus: int, parallel: int | None, expected: tuple[int, int],

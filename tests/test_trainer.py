@@ -114,17 +114,21 @@ def test_timeouts_bootstrap_the_critic_towards_the_infinite_horizon_value() -> N
 
 @pytest.mark.parametrize(("algo", "env_id"), [("a2c", "PongNoFrameskip-v4"), ("task1", "PongNoFrameskip-v4"),
                                               ("task2", "PongNoFrameskip-v4"), ("task1", "CartPole-v1")])
+@pytest.mark.parametrize("reforward", [False, True])
 def test_the_update_through_the_acting_passes_has_the_gradient_of_a_new_pass_over_the_rollout(
-        algo: str, env_id: str) -> None:
+        algo: str, env_id: str, reforward: bool) -> None:
     """``update`` back-propagates through the forward passes that chose the actions (their trunks; the layers
-    above run once on the whole rollout). For the same weights and the same rollout, its gradient is the one of
-    the loss recomputed from the stored observations in one batch (the update before the graph was kept), to
-    float tolerance."""
+    above run once on the whole rollout), or with ``reforward`` (a GPU's default, here on the CPU) keeps no graph
+    and runs the network again. For the same weights and the same rollout, either gradient is the one of the loss
+    recomputed from the stored observations in one batch, to float tolerance."""
     trainer = make_trainer(env_id, algo=algo, n_envs=4, max_grad_norm=1e9)  # no clipping: the raw gradient
+    assert not trainer.reforward  # on the CPU
+    trainer.reforward = reforward
     try:
         for _ in range(3):  # away from the initial weights, where the policy gradient is tiny
             trainer.train_iteration()
         trainer.collect_rollout()
+        assert len(trainer.acting_trunks) == (0 if reforward else trainer.config.n_steps)
         weights = copy.deepcopy(trainer.model)
         cfg, buf = trainer.config, trainer.buffer
         returns = buf.returns(trainer._values(trainer.obs), cfg.gamma).flatten()

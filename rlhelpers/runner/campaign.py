@@ -55,15 +55,14 @@ def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = 
     """Runs trained at once and torch threads per run (0: the trainer's own choice) for ``n_runs`` runs on
     ``device``, with this process's usable cores (``usable_cpus``); a given ``parallel`` is kept.
 
-    On a CPU, one run per core, the cores shared out among the runs: two runs on 2 cores, one torch thread each,
-    train faster together than one run with both (bench/results.md). With a GPU (CUDA or MPS), one run per 2 cores,
-    each run's loop and emulator on its own cores while they share the GPU. The GPU rule is provisional until
-    measured: ``bench/gpu_check.sh`` measures the campaign's combined rate with K runs at once."""
+    One run per core, at most the runs: two runs on 2 cores train faster together than one run with both, on a CPU
+    (one torch thread each, the cores shared out) and beside a GPU that they share (bench/results.md,
+    bench/results/)."""
     if parallel is not None and parallel < 1:
         raise RLHelpersError(f"parallel must be a positive integer, got {parallel!r}")
     cpus = usable_cpus()
     if parallel is None:
-        parallel = max(1, min(cpus if device.type == "cpu" else cpus // 2, n_runs))
+        parallel = max(1, min(cpus, n_runs))
     return parallel, max(1, cpus // parallel) if device.type == "cpu" and parallel > 1 else 0
 
 
