@@ -16,12 +16,11 @@ from rlhelpers.core.config import ENV_DEFAULTS
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report.experiment import ANALYSIS_JSON, COMPARISON_PNG, EXPERIMENTS
-from rlhelpers.runner.campaign import status_table, train_campaign
+from rlhelpers.runner.campaign import CampaignRun, status_table, train_campaign
 from rlhelpers.runner.config import ARMS, DEFAULT_RUNS_DIR, FIELD_TYPES, TrainConfig, whole_number
-from rlhelpers.runner.launch import CampaignRun
-from rlhelpers.runner.publish import publish_runs
 from rlhelpers.runner.run import train
 from rlhelpers.runner.store import HISTORY_FILE, RESCORE_FILE, run_dirs
+from rlhelpers.runner.tracking import publish_runs
 
 
 def _whole_number(text: str) -> int:
@@ -216,13 +215,19 @@ def _campaign(args: argparse.Namespace) -> int:
     failed or is not over (each named on stderr); 2 for bad input; 128 + N when stopped by signal N (130 after
     Ctrl-C, 143 after SIGTERM). With --cluster: 0 once the runs are submitted.
     """
-    cluster = {"cluster": args.cluster, "partition": args.partition, "time_min": args.time_min,
-               "gpus": args.gpus_per_job, "cpus": args.cpus_per_job, "max_requeues": args.max_requeues}
+    experiment = EXPERIMENTS[args.experiment]
+    runs = ({**experiment.options(), **_config_options(args)}, tuple(args.arms or experiment.arms),
+            tuple(args.seeds or experiment.seeds), args.parallel)
+    if args.cluster:
+        try:
+            from rlhelpers.runner.cluster import submit_campaign
+        except ImportError as exc:
+            raise RLHelpersError(f"submitting to SLURM needs submitit, which is not installed ({exc}): "
+                                 'pip install -e ".[cluster]"') from exc
+        return submit_campaign(*runs, cluster=args.cluster, partition=args.partition, time_min=args.time_min,
+                               gpus=args.gpus_per_job, cpus=args.cpus_per_job, max_requeues=args.max_requeues)
     try:
-        experiment = EXPERIMENTS[args.experiment]
-        return train_campaign({**experiment.options(), **_config_options(args)}, tuple(args.arms or experiment.arms),
-                              tuple(args.seeds or experiment.seeds), args.parallel,
-                              show_progress=sys.stderr.isatty(), slurm=cluster if args.cluster else None)
+        return train_campaign(*runs, show_progress=sys.stderr.isatty())
     except KeyboardInterrupt:  # the runs checkpointed and stopped
         return 130
 

@@ -1,10 +1,12 @@
-"""What the tests build and read back: CartPole runs small enough to train in seconds, their command lines, and the
-records of made-up runs. Every test that needs a run or a history builds it here, through the package's own
-``RunRecord``, so that the layout of what a run keeps on disk is written in one place."""
+"""What the tests build and read back: CartPole runs small enough to train in seconds, their command lines, the
+records of made-up runs and a slow disk for child processes. Every test that needs a run or a history builds it
+here, through the package's own ``RunRecord``, so that the layout of what a run keeps on disk is written in one
+place."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -71,3 +73,10 @@ def saved(run_path: Path) -> dict[str, Any]:
     """The eval_history.json of a run as it is on disk ({} before it has one)."""
     path = run_path / HISTORY_FILE
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+def slow_copies(env: dict[str, str], seconds: float) -> dict[str, str]:
+    """``env`` for a child process whose checkpoint and snapshot copies pause ``seconds`` halfway
+    (``slow_copies/sitecustomize.py``), as a slow Drive mount would."""
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parent / "slow_copies"), env.get("PYTHONPATH")]))
+    return {**env, "PYTHONPATH": path, "SLOW_COPY_S": str(seconds)}

@@ -23,14 +23,19 @@ from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.report.experiment import PONG
 from rlhelpers.runner import campaign
-from rlhelpers.runner.campaign import campaign_parallel, campaign_runs, run_campaign, run_status, status_table
+from rlhelpers.runner.campaign import (
+    campaign_parallel,
+    campaign_runs,
+    run_campaign,
+    run_status,
+    status_table,
+    stop_training,
+)
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.launch import stop_training
 from rlhelpers.runner.store import (
     CAMPAIGN_LOCK,
     LOCK_FILE,
     METRICS_FILE,
-    TEST_WRITE_DELAY_ENV,
     TRAIN_LOG,
     read_metrics,
 )
@@ -289,14 +294,14 @@ def test_a_campaign_of_another_host_is_waited_out_not_taken_for_a_live_one(tmp_p
 
 def test_a_campaign_restarted_while_the_killed_ones_runs_still_checkpoint_finishes_them(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """The campaign is killed; its children get SIGTERM and checkpoint, slowly (the write-delay hook, as on
+    """The campaign is killed; its children get SIGTERM and checkpoint, slowly (builders.slow_copies, as on
     Drive). A campaign restarted at once finds those runs held by live processes: it waits for them, then trains
     them, and ends with 0 only when every run is over (or it names the unfinished runs and fails)."""
     runs = tmp_path / "runs"
     args = ["campaign", "--runs-dir", str(runs), "--arms", "a2c", "task1", "task2", "--seeds", "0",
             "--parallel", "2", *CARTPOLE, "--total-timesteps", "4000", "--eval-interval", "2000"]
     first = subprocess.Popen([sys.executable, "-m", "rlhelpers", *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, env=dict(os.environ, **{TEST_WRITE_DELAY_ENV: "8"}))
+                             stderr=subprocess.DEVNULL, env=builders.slow_copies(dict(os.environ), 8))
     first_two = [runs / name for name in ("a2c_seed-0", "task1_seed-0")]
     deadline = time.monotonic() + 120
     while not all(read_metrics(p / METRICS_FILE) for p in first_two):  # both are training, inside a slow save

@@ -20,9 +20,8 @@ import waiting
 from builders import saved
 
 from rlhelpers.cli import main
-from rlhelpers.runner.campaign import train_campaign
+from rlhelpers.runner.campaign import CampaignRun
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.launch import CampaignRun
 from rlhelpers.runner.store import TRAIN_LOG
 
 CARTPOLE: dict[str, Any] = {**builders.CARTPOLE, "eval_interval": 500, "stop_return": 1000.0}
@@ -73,7 +72,7 @@ def test_the_campaign_trains_two_runs_as_submitit_jobs(tmp_path: Path, capsys: p
 
 def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path: Path) -> None:
     pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
-    from rlhelpers.runner.cluster import submit_runs
+    from rlhelpers.runner.cluster import submit_campaign, submit_runs
 
     runs = tmp_path / "runs"
     options = dict(CARTPOLE, runs_dir=str(runs), total_timesteps=10_000_000)
@@ -89,8 +88,8 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
     stopped_at = builders.checkpoint(run)["num_timesteps"]
 
     budget = stopped_at + 1000
-    assert train_campaign(dict(options, total_timesteps=budget), arms=("task1",), seeds=(0, 100),
-                          slurm={"time_min": 10, "cluster": "local"}) == 0
+    assert submit_campaign(dict(options, total_timesteps=budget), arms=("task1",), seeds=(0, 100), time_min=10,
+                           cluster="local") == 0
     both = [run, runs / "task1_seed-100"]  # the other seed is submitted too, from step 0
     wait_for(lambda: all(finished(r, budget) for r in both), "both runs to finish")
     assert [s["start_step"] for s in saved(run)["provenance"]] == [0, stopped_at]

@@ -20,7 +20,7 @@ from wandb_offline import RunRecord, history_rows, run_records
 from rlhelpers.cli import main
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import Evaluation
-from rlhelpers.runner import publish, tracking
+from rlhelpers.runner import tracking
 from rlhelpers.runner.run import train
 from rlhelpers.runner.store import LOCK_FILE, METRICS_FILE, checkpoint_name, read_metrics
 from rlhelpers.runner.tracking import init_run
@@ -151,17 +151,17 @@ def test_online_publish_logs_only_what_wandb_lacks(trained: Trained, root: Path,
         for row in history_rows(session):
             server.setdefault(row["global_step"], set()).update(metric_keys(row) - {"global_step"})
     assert max(server) == 10_000
-    monkeypatch.setattr(publish, "has_wandb_key", lambda: True)
+    monkeypatch.setattr(tracking, "has_wandb_key", lambda: True)
 
     def offline_init_run(project: str, entity: str | None, name: str, run_id: str, config: dict[str, Any],
                          mode: str) -> Any:
         return init_run(project, entity, name, run_id, config, "offline")
 
-    monkeypatch.setattr(publish, "init_run", offline_init_run)
-    monkeypatch.setattr(publish, "logged_keys", lambda entity, project, run_id: server)
+    monkeypatch.setattr(tracking, "init_run", offline_init_run)
+    monkeypatch.setattr(tracking, "logged_keys", lambda entity, project, run_id: server)
     before = offline_folders(root)
 
-    (result,) = [r for r in publish.publish_runs(a2c.parent) if r.run_name == "a2c_seed-0"]
+    (result,) = [r for r in tracking.publish_runs(a2c.parent) if r.run_name == "a2c_seed-0"]
     wandb.teardown()
 
     (folder,) = offline_folders(root, run_id) - before
@@ -175,7 +175,7 @@ def test_online_publish_logs_only_what_wandb_lacks(trained: Trained, root: Path,
     # Once W&B holds everything, publishing again logs nothing.
     for row in rows:
         server.setdefault(row["global_step"], set()).update(metric_keys(row) - {"global_step"})
-    (again,) = [r for r in publish.publish_runs(a2c.parent) if r.run_name == "a2c_seed-0"]
+    (again,) = [r for r in tracking.publish_runs(a2c.parent) if r.run_name == "a2c_seed-0"]
     assert (again.logged, again.present) == (0, len(expected_steps(a2c)))
 
 
@@ -183,8 +183,8 @@ def test_rows_to_log_fills_in_missing_keys_only() -> None:
     rows: list[dict[str, Any]] = [{"global_step": 0, "eval/mean_return": 1.0, "eval/returns": [1.0]},
                                   {"global_step": 10, "losses/loss": 0.5, "eval/mean_return": 2.0}]
     present = {0: {"eval/mean_return", "eval/returns"}, 10: {"losses/loss"}}
-    assert publish.rows_to_log(rows, present) == [{"eval/mean_return": 2.0, "global_step": 10}]
-    assert publish.rows_to_log(rows, {}) == rows
+    assert tracking.rows_to_log(rows, present) == [{"eval/mean_return": 2.0, "global_step": 10}]
+    assert tracking.rows_to_log(rows, {}) == rows
 
 
 class FakeApi:
@@ -248,11 +248,11 @@ def test_online_publish_without_a_key_is_refused(tmp_path: Path, monkeypatch: py
 
 def test_publish_skips_a_run_in_training_and_names_empty_dirs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(RLHelpersError, match="no run directory with an eval_history.json in .*--runs-dir"):
-        publish.publish_runs(tmp_path / "missing", mode="offline")
+        tracking.publish_runs(tmp_path / "missing", mode="offline")
     run = tmp_path / "runs" / "a2c_seed-0"
     builders.write_run(run, (), {"wandb_project": "p"}, wandb_run_id="abc12345")
     (run / LOCK_FILE).write_text(json.dumps({"host": "colab-vm-2", "pid": 7, "heartbeat": time.time()}))
-    assert publish.publish_runs(tmp_path / "runs", mode="offline") == []
+    assert tracking.publish_runs(tmp_path / "runs", mode="offline") == []
     assert "a2c_seed-0: skipped, it is being trained (host colab-vm-2, pid 7)" in capsys.readouterr().out
 
 
@@ -282,11 +282,11 @@ def test_a_publish_finishes_its_w_and_b_run_once_as_failed_when_logging_fails(
     builders.write_run(run_path, tuple(Evaluation(step, (1.0,), (10,)) for step in (0, 10, 20)), {"wandb_project": "p"},
                        wandb_run_id="abc12345")
     fake = FakeRun(fail_at)
-    monkeypatch.setattr(publish, "init_run", lambda *args: fake)
+    monkeypatch.setattr(tracking, "init_run", lambda *args: fake)
     if fail_at is None:
-        result = publish.publish_run(run_path, "offline")
+        result = tracking.publish_run(run_path, "offline")
         assert (result.logged, result.location) == (3, "/tmp/wandb/run")
     else:
         with pytest.raises(ConnectionError):
-            publish.publish_run(run_path, "offline")
+            tracking.publish_run(run_path, "offline")
     assert fake.exit_codes == exit_codes

@@ -10,35 +10,50 @@ children, which checkpoint and exit; after Ctrl-C it raises KeyboardInterrupt. O
 also get SIGTERM if the campaign itself is killed. It returns 0 only when every run it was asked for is
 over (finished, or stopped early above its stop return); otherwise it names the runs that are not and
 returns 1, or 128 + the signal that stopped it. ``train_campaign`` is the entry of the CLI and of the
-notebook's ``algo = "all"``: it checks the shared options once, then trains here or submits the runs
-to SLURM (``cluster``).
+notebook's ``algo = "all"``: it checks the shared options once, then trains here (``cluster.submit_campaign``
+submits the runs to SLURM instead). Each run trains as a child process (``start_training``,
+``stop_training``), the one way the campaign and a SLURM job start and stop it.
 
 ``run_status`` reads only files (history, metrics log, lock), so it works beside a running campaign.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from tqdm import tqdm
 
 from rlhelpers.core.envs import usable_cpus
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.runner.config import GAME_SETTINGS, TrainConfig
-from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
+from rlhelpers.runner.config import GAME_SETTINGS, TrainConfig, arm_name, format_run_name
 from rlhelpers.runner.run import StopRequest, device_name, progress_bar, resolve_config, say
 from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.store import CAMPAIGN_LOCK, TRAIN_LOG, RunRecord, read_run, run_dirs
 
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
 WAIT_FOR_HOLDER = "waiting until it stops, then training it if it is unfinished"  # said of a run another process trains
+PR_SET_PDEATHSIG = 1
+
+
+class CampaignRun(NamedTuple):
+    """One run a campaign trains: an algorithm, its variant ("" for none) and a seed."""
+
+    algo: str
+    variant: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return format_run_name(arm_name(self.algo, self.variant), self.seed)
 
 
 def campaign_runs(arms: tuple[str, ...], seeds: tuple[int, ...]) -> list[CampaignRun]:
@@ -135,6 +150,33 @@ def status_table(runs_dir: str | Path) -> str:
     return "\n".join(lines)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to send SIGTERM when the parent dies (no-op elsewhere)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start_training(run: CampaignRun, runs_dir: Path, train_args: list[str]) -> subprocess.Popen:
+    """Start training ``run`` in ``runs_dir`` with the shared ``train_args``, logging to its train.log."""
+    run_path = runs_dir / run.name
+    run_path.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "rlhelpers", "train", "--algo", run.algo, "--seed", str(run.seed),
+               *(["--variant", run.variant] if run.variant else []), "--runs-dir", str(runs_dir), *train_args]
+    with open(run_path / TRAIN_LOG, "ab") as log:
+        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} campaign: {' '.join(command)}\n".encode())
+        log.flush()
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+
+
+def stop_training(processes: list[subprocess.Popen]) -> None:
+    """Send SIGTERM to each of ``processes`` still running (each checkpoints and exits), then wait for all."""
+    for process in processes:
+        process.send_signal(signal.SIGTERM)  # Popen skips a process that has ended
+    for process in processes:
+        process.wait()
+
+
 def _reap_ended(running: dict[CampaignRun, subprocess.Popen], runs_dir: Path, stopping: bool, failed: list[str],
                 queue: list[CampaignRun]) -> None:
     """Forget the runs whose process ended, saying how. Add those that failed (not counting a stop) to ``failed``;
@@ -156,7 +198,7 @@ def _statuses(config: TrainConfig, runs: list[CampaignRun]) -> list[RunStatus]:
     return [run_status(Path(config.runs_dir) / run.name, config.total_timesteps, config.stop_return) for run in runs]
 
 
-def _ready_runs(queue: list[CampaignRun], config: TrainConfig, told: set[str], held_note: str) -> list[CampaignRun]:
+def ready_runs(queue: list[CampaignRun], config: TrainConfig, told: set[str], held_note: str) -> list[CampaignRun]:
     """Those of ``queue`` to start now, in order: neither over nor trained by another live process. Runs that are
     over leave the queue, said once; each run that another live process trains is said once (``told``), with
     ``held_note`` (what becomes of it)."""
@@ -243,7 +285,7 @@ def run_campaign(config: TrainConfig, runs: list[CampaignRun], train_args: list[
         with StopRequest((signal.SIGTERM, signal.SIGINT)) as stop, bar:
             while (queue and not stop.requested) or running:
                 _reap_ended(running, runs_dir, stop.requested, failed, queue)
-                ready = [] if stop.requested else _ready_runs(queue, config, told, WAIT_FOR_HOLDER)
+                ready = [] if stop.requested else ready_runs(queue, config, told, WAIT_FOR_HOLDER)
                 for run in ready[:parallel - len(running)]:
                     queue.remove(run)
                     running[run] = start_training(run, runs_dir, train_args)
@@ -280,31 +322,23 @@ def check_options(options: dict[str, Any],
 
 
 def train_campaign(options: dict[str, Any], arms: tuple[str, ...], seeds: tuple[int, ...],
-                   parallel: int | None = None, show_progress: bool = False,
-                   slurm: dict[str, Any] | None = None) -> int:
+                   parallel: int | None = None, show_progress: bool = False) -> int:
     """Train or resume every unfinished run of the ``arms`` (``task1``, or ``task1-pg1`` for a variant)
-    with ``seeds``, seed by seed, with the shared ``options`` (``TrainConfig``
-    fields, ``check_options``): ``parallel`` at a time on this machine (default and torch threads per run:
-    ``campaign_parallel``), or with ``slurm`` (``cluster.submit_runs``' settings) as SLURM jobs, ``parallel`` of
-    them running at once (default: as many as SLURM allows).
-
-    The options are checked for every run before anything starts (``check_options``). Returns ``run_campaign``'s
-    exit code, or 0 once the runs are submitted to SLURM.
+    with ``seeds``, seed by seed, with the shared ``options`` (``TrainConfig`` fields, checked for every run before
+    anything starts: ``check_options``), ``parallel`` at a time on this machine (default and torch threads per
+    run: ``campaign_parallel``). Returns ``run_campaign``'s exit code. ``cluster.submit_campaign`` submits the
+    same runs to SLURM instead.
     """
     runs = campaign_runs(tuple(arms), tuple(seeds))
     options, config, device = check_options(options, runs)
     runs_at_once, torch_threads = campaign_parallel(device, len(runs), parallel)
-    if slurm is None and torch_threads:
+    if torch_threads:
         options.setdefault("torch_threads", torch_threads)
-    # The children get the runs directory as an absolute path.
-    train_args = command_line({name: value for name, value in options.items() if name != "runs_dir"})
-    if slurm is not None:
-        try:
-            from rlhelpers.runner.cluster import submit_runs
-        except ImportError as exc:
-            raise RLHelpersError(f"submitting to SLURM needs submitit, which is not installed ({exc}): "
-                                 'pip install -e ".[cluster]"') from exc
-        submit_runs(config, train_args, _ready_runs(runs, config, set(), "left alone"), parallel=parallel, **slurm)
-        return 0
     say(f"campaign: {len(runs)} runs, {runs_at_once} at a time on {device} ({device_name(device)})")
-    return run_campaign(config, runs, train_args, runs_at_once, show_progress=show_progress)
+    return run_campaign(config, runs, train_arguments(options), runs_at_once, show_progress=show_progress)
+
+
+def train_arguments(options: dict[str, Any]) -> list[str]:
+    """The shared ``options`` as each run's ``train`` arguments; the runs directory goes to the children as an
+    absolute path, apart."""
+    return command_line({name: value for name, value in options.items() if name != "runs_dir"})

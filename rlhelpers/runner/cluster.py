@@ -22,8 +22,9 @@ from typing import Any
 import submitit
 
 from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.runner import campaign
+from rlhelpers.runner.campaign import CampaignRun, start_training, stop_training
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.launch import CampaignRun, start_training, stop_training
 from rlhelpers.runner.runlock import RunLock, holder
 from rlhelpers.runner.store import TRAIN_LOG
 
@@ -66,6 +67,17 @@ class TrainJob(submitit.helpers.Checkpointable):
         fresh job."""
         stop_training([self.process] if self.process is not None else [])
         return submitit.helpers.DelayedSubmission(TrainJob(self.run, self.runs_dir, self.train_args))
+
+
+def submit_campaign(options: dict[str, Any], arms: tuple[str, ...], seeds: tuple[int, ...],
+                    parallel: int | None = None, **slurm: Any) -> int:
+    """``campaign.train_campaign``'s runs as SLURM jobs (``submit_runs``, with its ``slurm`` settings), ``parallel``
+    of them running at once (default: as many as SLURM allows); returns 0 once the runs are submitted."""
+    runs = campaign.campaign_runs(tuple(arms), tuple(seeds))
+    options, config, _ = campaign.check_options(options, runs)
+    submit_runs(config, campaign.train_arguments(options), campaign.ready_runs(runs, config, set(), "left alone"),
+                parallel=parallel, **slurm)
+    return 0
 
 
 def submit_runs(config: TrainConfig, train_args: list[str], runs: list[CampaignRun], partition: str | None = None,
