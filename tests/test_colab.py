@@ -24,7 +24,7 @@ import nbformat
 import pytest
 
 from rlhelpers.notebook import COMMITTED_FOLDER, TEST_CHECKPOINT_INTERVAL_ENV
-from rlhelpers.runner.runlock import TEST_STALE_AFTER_ENV
+from rlhelpers.runner.runlock import RunLock
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDIN = ROOT / "tests" / "colab"
@@ -116,7 +116,7 @@ def _runtime(colab: dict[str, Path], name: str, out: Path, secrets: dict[str, st
                 "JUPYTER_PATH": str(colab["home"] / "jupyter"), "COLAB_STANDIN_DRIVE": str(colab["drive"]),
                 "COLAB_STANDIN_SECRETS": str(colab["home"] / f"{name}-secrets.json"),
                 "COLAB_STANDIN_LOG": str(colab["home"] / f"{name}.log"), "OMP_NUM_THREADS": "1",
-                "WANDB_DIR": str(content), TEST_CHECKPOINT_INTERVAL_ENV: "1", TEST_STALE_AFTER_ENV: "3"})
+                "WANDB_DIR": str(content), TEST_CHECKPOINT_INTERVAL_ENV: "1"})
     papermill = [sys.executable, "-m", "papermill", str(ROOT / "report.ipynb"), str(out), "-k", "colab",
                  "-p", "repo_url", _url(colab), *PARAMS]
     script = f'mount --bind "$0" {CONTENT} && hostname {name} && cd {CONTENT} && exec "$@"'
@@ -193,6 +193,10 @@ def test_the_colab_hand_in_survives_a_disconnect_and_shows_the_committed_runs(co
     before = _history(colab)
     evaluated = [point["step"] for point in before["history"]]
     assert evaluated[-1] < killed_at < TOTAL, "the kill fell after a timed checkpoint, between evaluations"
+    # The new runtime comes minutes later, once the dead VM's heartbeat is stale (RunLock.stale_after_s old).
+    lock = _run_dir(colab) / "owner.json"
+    owner = json.loads(lock.read_text())
+    lock.write_text(json.dumps({**owner, "heartbeat": owner["heartbeat"] - RunLock.stale_after_s}))
     assert (colab["home"] / "colab-vm-1.log").read_text().splitlines()[:2] == [
         "mount /content/drive", "userdata.get WANDB_API_KEY"]
     first_text = _text(nbformat.read(colab["home"] / "first.ipynb", as_version=4))

@@ -33,7 +33,6 @@ from rlhelpers.runner.run import train
 from rlhelpers.runner.store import (
     LOCK_FILE,
     METRICS_FILE,
-    TEST_WRITE_DELAY_ENV,
     RunDirectory,
     checkpoint_name,
     load_model,
@@ -146,8 +145,8 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
                "--n-eval-episodes", "2", "--n-eval-envs", "2", "--stop-return", "1e9",
                "--checkpoint-interval-s", "1", "--keep-checkpoints", str(KEEP), "--runs-dir", str(runs),
                "--wandb-mode", "offline", "--device", "cpu"]
-    env = dict(os.environ, TMPDIR=str(tmpdir), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               **{TEST_WRITE_DELAY_ENV: str(WRITE_DELAY_S)})
+    env = builders.slow_copies(dict(os.environ, TMPDIR=str(tmpdir), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1"),
+                               WRITE_DELAY_S)
     rng = random.Random(20240605)
     started = time.monotonic()
     kills = kills_mid_write = lives = 0
@@ -306,6 +305,10 @@ def test_an_unreadable_history_is_rebuilt_from_the_checkpoint(tmp_path: Path, ca
     assert "eval_history.json is unreadable" in capsys.readouterr().err
     assert [e.step for e in result.record.evaluations] == [0, 200, 400, 600]
     assert history_steps(run_dir) == [0, 200, 400, 600]
+    run_dir.history_path.write_text('{"history": [')
+    with pytest.raises(RLHelpersError, match="holds a run with a different config .*lr: saved"):
+        train(cartpole(tmp_path, total_timesteps=600, lr=1e-3), show_progress=False)  # the checkpoint's is checked
+    assert run_dir.history_path.read_text() == '{"history": ['
     for _, path in run_dir.checkpoints():
         path.unlink()
     run_dir.history_path.write_text('{"history": [')
@@ -410,11 +413,11 @@ def test_disk_full_during_a_checkpoint_write_keeps_the_previous_one(tmp_path: Pa
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
     before = {path.name: path.read_bytes() for _, path in run_dir.checkpoints()}
 
-    def disk_fills_up(src, dst) -> None:  # noqa: ANN001 -- half the bytes land, then ENOSPC
+    def disk_fills_up(src, dst, length: int = 0) -> None:  # noqa: ANN001 -- half the bytes land, then ENOSPC
         dst.write(src.read(1000))
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("rlhelpers.runner.store._copy_file", disk_fills_up)
+    monkeypatch.setattr("rlhelpers.runner.store.shutil.copyfileobj", disk_fills_up)
     with pytest.raises(RLHelpersError, match=r"checkpoint-000000000600\.pt: No space left on device.*intact"):
         train(cartpole(tmp_path, total_timesteps=800), show_progress=False)
 

@@ -26,7 +26,7 @@ from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.report import results as report
 from rlhelpers.report.experiment import PONG
 from rlhelpers.report.results import history_divergence
-from rlhelpers.runner.store import TEST_WRITE_DELAY_ENV, RunRecord
+from rlhelpers.runner.store import RunRecord
 from rlhelpers.runner.tracking import project_link
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ def test_killed_run_resumes_with_the_same_command(tmp_path: Path) -> None:
     params = ["-p", "algo", "a2c", "-p", "seed", "0", "-p", "total_timesteps", "2000", *CARTPOLE]
     run_dir = tmp_path / "runs" / "a2c_seed-0"
     # Each checkpoint write pauses 1 s, so the kill lands seconds before the run could finish its 2,000 steps.
-    slow_saves = dict(_env(tmp_path), **{TEST_WRITE_DELAY_ENV: "1.0"})
+    slow_saves = builders.slow_copies(_env(tmp_path), 1.0)
     first = subprocess.Popen(_papermill_args(tmp_path / "first.ipynb", params), cwd=tmp_path, env=slow_saves,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -282,9 +282,8 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         cleanup.push(lambda failure, *_: tracker.finish(exit_code=int(failure not in (None, KeyboardInterrupt))))
         session = Session(trainer, record, run_dir, lock, tracker, float((state or {}).get("train_seconds", 0.0)))
         bar = progress_bar(total=config.total_timesteps, initial=min(trainer.num_timesteps, config.total_timesteps),
-                           desc=config.run_name, unit="step", unit_scale=True, disable=not show_progress)
-        if record.last is not None:
-            bar.set_postfix_str(f"eval {record.last.mean:.1f}", refresh=False)
+                           desc=config.run_name, unit="step", unit_scale=True, disable=not show_progress,
+                           postfix=f"eval {record.last.mean:.1f}" if record.last is not None else None)
         with StopRequest() as stop, bar:
             stop_reason = _train_loop(session, bar, stop)  # a stop signal: checkpointed
         if stop_reason == "stopped by SIGINT":  # Ctrl-C, or a notebook's interrupt: stop what would come next, too

@@ -38,7 +38,6 @@ from rlhelpers.core.errors import RLHelpersError, write_error
 from rlhelpers.runner.store import LOCK_FILE, write_atomically
 
 POLL_S = 0.05  # between two looks at a claim that another process holds
-TEST_STALE_AFTER_ENV = "RLHELPERS_TEST_STALE_AFTER_S"  # test-only: seconds after which a heartbeat is stale
 
 
 def _pid_alive(pid: int) -> bool:
@@ -95,8 +94,6 @@ class RunLock:
     beat_every_s = 30.0  # seconds between two writes of the heartbeat
 
     def __init__(self, run_dir: str | os.PathLike, file_name: str = LOCK_FILE, what: str | None = None) -> None:
-        if os.environ.get(TEST_STALE_AFTER_ENV):  # test-only: a reconnect that need not wait 5 minutes
-            self.stale_after_s = float(os.environ[TEST_STALE_AFTER_ENV])
         self.path = Path(run_dir) / file_name
         self.what = what or f"run {self.path.parent.name}"  # how messages name the lock
         self.owner = {"host": socket.gethostname(), "pid": os.getpid(), "token": secrets.token_hex(8)}

@@ -17,9 +17,6 @@ in place, so a kill (or a Google Drive mount that uploads late or does not renam
 previous good checkpoint; on resume the newest checkpoint that loads wins, and metrics logged after it are dropped,
 so a step never appears twice. A checkpoint loads with ``torch.load(weights_only=True)``. No save, check or load
 here draws from the random generators that training uses (a test holds them unchanged).
-
-Test-only hook: when the environment variable ``RLHELPERS_TEST_WRITE_DELAY_S`` is set, the copy of a checkpoint or
-snapshot into the run directory pauses that many seconds halfway, so a test can kill mid-write.
 """
 
 from __future__ import annotations
@@ -63,7 +60,6 @@ SNAPSHOT_PATTERN = re.compile(r"^model-(\d{12})\.pt$")
 # Temporary files of write_atomically (checkpoints, snapshots, history, metrics) and RunLock (owner.json.<pid>.tmp).
 STALE_TMP_PATTERN = re.compile(rf"^(checkpoint-\d{{12}}\.pt|model-\d{{12}}\.pt|{re.escape(HISTORY_FILE)}|"
                                rf"{re.escape(METRICS_FILE)}|{re.escape(LOCK_FILE)}\.\d+)\.tmp$")
-TEST_WRITE_DELAY_ENV = "RLHELPERS_TEST_WRITE_DELAY_S"
 
 
 def checkpoint_name(step: int) -> str:
@@ -274,16 +270,6 @@ def check_resumable(saved: dict[str, Any] | None, config: TrainConfig, where: Pa
             "use the saved settings, another --runs-dir, or delete that directory to start over")
 
 
-def _copy_file(src: IO[bytes], dst: IO[bytes]) -> None:
-    """Copy file ``src`` into file ``dst``, pausing halfway when the test-only delay hook is set."""
-    delay = float(os.environ.get(TEST_WRITE_DELAY_ENV) or 0)
-    if delay > 0:
-        dst.write(src.read(os.fstat(src.fileno()).st_size // 2))
-        dst.flush()
-        time.sleep(delay)
-    shutil.copyfileobj(src, dst, 1 << 20)
-
-
 def _empty_and_unlink(path: Path) -> None:
     """Truncate ``path`` to zero bytes, then delete it (nothing happens if it is gone already).
 
@@ -346,7 +332,7 @@ class RunDirectory:
             torch.save(obj, local)
             verify(local)
             with open(local, "rb") as src:
-                write_atomically(target, lambda dst: _copy_file(src, dst))
+                write_atomically(target, lambda dst: shutil.copyfileobj(src, dst, 1 << 20))
         except (OSError, RuntimeError, RLHelpersError) as exc:
             # torch.save reports a full disk as a RuntimeError ("unexpected pos ...").
             raise write_error(f"{what} {target}", exc, note) from exc
@@ -396,18 +382,11 @@ class RunDirectory:
         return None
 
     def saved_config(self) -> dict[str, Any] | None:
-        """The config the run was saved with (None for a new run): its history's, or the newest loadable
-        checkpoint's when the history is unreadable (a copy that Google Drive synced only in part)."""
-        try:
-            record = self.read_record()
-        except RLHelpersError:
-            if not self.checkpoints():
-                raise
-            with warnings.catch_warnings():  # quietly: the load under the lock reports the broken ones
-                warnings.simplefilter("ignore")
-                state = self.load_latest_checkpoint()
-            return None if state is None else state["config"]
-        return None if record is None else record.config
+        """The config the run's history was saved with; None for a new run, and for an unreadable history (a copy
+        that Google Drive synced only in part), for ``resume`` checks the newest checkpoint's config under the lock."""
+        with contextlib.suppress(RLHelpersError):
+            return None if (record := self.read_record()) is None else record.config
+        return None
 
     def resume(self, config: TrainConfig) -> tuple[dict[str, Any] | None, RunRecord | None]:
         """What the run resumes from, under its lock: the newest checkpoint that loads (None for none) and the

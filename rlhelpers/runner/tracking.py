@@ -251,8 +251,7 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
     ``project`` and ``entity`` default to the ones the run was trained with.
     """
     record = read_run(run_path)
-    run_id = record.wandb_run_id if record is not None else None
-    if record is None or not run_id:
+    if record is None or not record.wandb_run_id:
         raise RLHelpersError(f"{run_path / HISTORY_FILE} has no wandb_run_id; it was not written by rlhelpers train")
     project = project or record.config.get("wandb_project")
     if not project:
@@ -260,8 +259,8 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
     entity = entity or record.config.get("wandb_entity")
     rows = local_rows(record)
     online = mode == "online"
-    missing = rows_to_log(rows, logged_keys(entity, project, run_id) if online else {})
-    run = init_run(project, entity, record.name, run_id, record.config, mode)
+    missing = rows_to_log(rows, logged_keys(entity, project, record.wandb_run_id) if online else {})
+    run = init_run(project, entity, record.name, record.wandb_run_id, record.config, mode)
     with contextlib.ExitStack() as finish:  # a publish that fails shows as failed in W&B
         finish.push(lambda failure, *_: run.finish(exit_code=int(failure is not None)))
         for row in missing:
