@@ -10,7 +10,7 @@ import pytest
 import torch
 from ale_py.vector_env import AtariVectorEnv
 
-from rlhelpers.core.envs import ATARI_ENTRY_POINT, final_observations, make_vec_env
+from rlhelpers.core.envs import ATARI_ENTRY_POINT, make_vec_env
 from rlhelpers.core.evaluation import evaluate_policy
 from rlhelpers.core.networks import build_model
 from rlhelpers.core.trainer import Trainer
@@ -76,7 +76,7 @@ def test_atari_rewards_are_clipped_to_their_sign_for_training(monkeypatch: pytes
 
 
 def test_ale_final_observations_are_the_cut_episodes_last_frames() -> None:
-    """ALE's dense final_obs, through envs.final_observations: each env's own true last stack (its previous
+    """ALE's dense final_obs, stacked as the trainer stacks it: each env's own true last stack (its previous
     stack shifted by one frame; the two envs' frames differ, so a mix-up shows), not the next episode's first."""
     gym.register("rlhelpers-test/PongShort-v4", entry_point=ATARI_ENTRY_POINT,
                  kwargs={"game": "pong", "max_num_frames_per_episode": 200})
@@ -92,7 +92,7 @@ def test_ale_final_observations_are_the_cut_episodes_last_frames() -> None:
     finally:
         env.close()
     assert truncated.any() and not np.array_equal(previous[0], previous[1])
-    final = final_observations(info, ended)
+    final = np.stack(info["final_obs"][ended])
     np.testing.assert_array_equal(final[:, :3], previous[ended, 1:])
     assert not np.array_equal(obs[ended, :3], previous[ended, 1:])  # what step returned is the next episode's
 

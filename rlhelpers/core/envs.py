@@ -3,7 +3,7 @@
 Both use SAME_STEP autoreset: the step that ends an episode returns the first observation of the
 next one and puts the true last observation in ``info["final_obs"]``. Every stored transition is
 therefore a real one (no dummy reset steps); the trainer cuts returns where an episode terminates
-and bootstraps truncations from ``final_observations``. Rewards are the true game scores (no clipping here).
+and bootstraps truncations from that last observation. Rewards are the true game scores (no clipping here).
 Evaluation envs report per-episode returns and lengths in ``info["episode"]`` (``RecordEpisodeStatistics``);
 the trainer counts its own, since it steps its envs in two calls (``send_actions``).
 """
@@ -158,12 +158,3 @@ def send_actions(env: VectorEnv, actions: np.ndarray) -> Callable[[], tuple]:
         env.send(actions)
         return env.recv
     return lambda: env.step(actions)
-
-
-def final_observations(info: dict, done_envs: np.ndarray) -> np.ndarray:
-    """Last observations of the episodes that ended this step, stacked in the order of ``done_envs``.
-
-    ALE gives a dense ``final_obs`` array, gymnasium's sync vector env an object array of observations:
-    ``np.stack`` makes one array of either's rows.
-    """
-    return np.stack(info["final_obs"][done_envs])

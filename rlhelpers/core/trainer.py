@@ -19,7 +19,7 @@ from gymnasium.vector import VectorEnv
 
 from rlhelpers.core.buffer import RolloutBuffer
 from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, filled, resolve_device
-from rlhelpers.core.envs import atari_game, final_observations, make_vec_env, send_actions
+from rlhelpers.core.envs import atari_game, make_vec_env, send_actions
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import Evaluation, evaluate_policy
 from rlhelpers.core.losses import ALGORITHMS, state_value
@@ -175,7 +175,8 @@ class Trainer:
         # A timeout is not a real end: bootstrap from the critic's value of the true last observation.
         timeouts = np.flatnonzero(truncated & ~terminated)
         if len(timeouts):
-            final_obs = torch.as_tensor(final_observations(info, timeouts), device=self.device)
+            # ALE's final_obs is a dense array, gymnasium's an object array of observations: np.stack takes either.
+            final_obs = torch.as_tensor(np.stack(info["final_obs"][timeouts]), device=self.device)
             buf.truncation_values[t, torch.as_tensor(timeouts + envs.start, device=self.device)] = \
                 self._values(final_obs)
         return torch.as_tensor(next_obs, device=self.device)
