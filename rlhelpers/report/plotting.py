@@ -40,13 +40,12 @@ def figures_dir(runs_dir: str | Path) -> Path:
 
 
 def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, arms: Sequence[str] | None = None,
-                    seeds: Sequence[int] | None = None,
                     beside: str | Path | None = None) -> tuple[Figure, list[str]]:
     """One axes, one curve per arm (an algorithm, or ``<algo>-<variant>``: mean over seeds and episodes,
-    +/- 1 standard-error band) and a thin line per seed, of the runs of ``seeds``; seeds that stopped early are
+    +/- 1 standard-error band) and a thin line per seed, of the seeds named below; seeds that stopped early are
     held and marked. ``arms`` are the curves drawn, in order; ``("a2c", "task1", "task1-pg1")`` draws an
-    ablation. Both default to the arms and seeds of the report's experiment on the runs' game
-    (``experiment_of``), else to every arm and seed present. ``beside``: another runs directory (the committed
+    ablation. The seeds, and by default the arms, are those of the report's experiment on the runs' game
+    (``experiment_of``), else every seed and arm present. ``beside``: another runs directory (the committed
     runs) whose curves of the same arms and seeds are drawn dashed, for comparison.
     Returns the figure and the runs of those arms and seeds that are missing. Saves it to ``out`` (.png, .pdf
     or .svg) when given. Runs of several environments in one directory are refused: their returns cannot be
@@ -58,7 +57,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, arms: S
                              "plot each environment's runs from a runs directory of its own")
     experiment = experiment_of(envs[0]) if envs else None
     arms = arms or (experiment.arms if experiment else tuple(dict.fromkeys(r.arm for r in records)))
-    seeds = seeds or (experiment.seeds if experiment else sorted({r.seed for r in records}))
+    seeds = experiment.seeds if experiment else sorted({r.seed for r in records})
     records = [r for r in records if r.seed in seeds]
     fig, ax = plt.subplots(figsize=(8, 5.6))
     others = runs_by_arm(read_runs(beside, seeds), arms) if beside is not None else {}
