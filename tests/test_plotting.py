@@ -13,7 +13,7 @@ from rlhelpers.core.evaluation import Evaluation
 from rlhelpers.report.curves import ArmCurve, arm_curve
 from rlhelpers.report.plotting import DIAGNOSTICS, figures_dir, plot_comparison, plot_diagnostics
 from rlhelpers.runner.config import arm_name, format_run_name
-from rlhelpers.runner.store import METRICS_FILE, MetricsLog, RunRecord
+from rlhelpers.runner.store import METRICS_FILE, RunRecord, append_metrics
 
 
 def record(algo: str, seed: int, history: tuple[Evaluation, ...], variant: str = "",
@@ -110,10 +110,9 @@ def test_steps_read_in_engineering_notation_without_an_offset(tmp_path) -> None:
 def test_diagnostics_draw_every_run_from_its_metrics_log(tmp_path) -> None:
     for algo, seed in (("a2c", 0), ("task1", 100)):
         run = builders.save(tmp_path, record(algo, seed, points([-20.0])))
-        log = MetricsLog(run / METRICS_FILE)
         for step in (10_000, 20_000, 30_000):
-            log.append({key: step / 1e4 + seed for key, _ in DIAGNOSTICS}, step)
-        log.append({"eval/mean_return": -20.0}, 30_000)  # not a diagnostic: ignored
+            append_metrics(run / METRICS_FILE, {key: step / 1e4 + seed for key, _ in DIAGNOSTICS}, step)
+        append_metrics(run / METRICS_FILE, {"eval/mean_return": -20.0}, 30_000)  # not a diagnostic: ignored
     fig = plot_diagnostics(tmp_path, tmp_path / "diagnostics.png")
     assert (tmp_path / "diagnostics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for ax in fig.axes:
@@ -125,9 +124,8 @@ def test_diagnostics_draw_every_run_from_its_metrics_log(tmp_path) -> None:
 
 def test_explained_variance_axis_starts_at_minus_one(tmp_path) -> None:
     run = builders.save(tmp_path, record("task1", 0, points([-20.0])))
-    log = MetricsLog(run / METRICS_FILE)
     for step, value in ((1_000, -230.0), (2_000, 0.2), (3_000, 0.9)):
-        log.append({"losses/explained_variance": value}, step)
+        append_metrics(run / METRICS_FILE, {"losses/explained_variance": value}, step)
     ax = plot_diagnostics(tmp_path).axes[1]
     assert ax.get_ylim()[0] == -1.0 and ax.get_ylim()[1] >= 1.0
     assert ydata_of(ax.lines[0]) == [-230.0, 0.2, 0.9]  # drawn, only off the axis
@@ -185,7 +183,7 @@ def test_a_variant_run_has_a_curve_of_its_own_drawn_only_when_asked_for(tmp_path
     report's comparison unless its label is asked for, as in the pg_coef ablation."""
     for rec in (record("a2c", 0, points([-20.0, -10.0])), record("task1", 0, points([-20.0, -18.0])),
                 record("task1", 0, points([-20.0, -5.0]), variant="pg1")):
-        MetricsLog(builders.save(tmp_path, rec) / METRICS_FILE).append({"losses/entropy": 1.0}, 100)
+        append_metrics(builders.save(tmp_path, rec) / METRICS_FILE, {"losses/entropy": 1.0}, 100)
 
     def curves(fig) -> dict[str, list[float]]:
         return {label_of(line): ydata_of(line) for line in fig.axes[0].lines}

@@ -24,8 +24,9 @@ from rlhelpers.runner.store import (
     LOCK_FILE,
     METRICS_FILE,
     SNAPSHOT_DIR,
-    MetricsLog,
     RunDirectory,
+    append_metrics,
+    drop_metrics_after,
     read_metrics,
     read_run,
 )
@@ -107,27 +108,27 @@ def test_metrics_log_mirrors_what_is_logged(tmp_path: Path) -> None:
 
 
 def test_metrics_log_drops_lines_after_the_resumed_step(tmp_path: Path) -> None:
-    log = MetricsLog(tmp_path / METRICS_FILE)
+    log = tmp_path / METRICS_FILE
     for step in (0, 100, 200, 300):
-        log.append({"x": float(step)}, step)
-    lines = log.path.read_text().splitlines()
-    with open(log.path, "a") as f:
+        append_metrics(log, {"x": float(step)}, step)
+    lines = log.read_text().splitlines()
+    with open(log, "a") as f:
         f.write('{"global_step": 400, "x": 4')  # the partial line of a writer killed mid-append
-    log.drop_after(200)
-    assert log.path.read_text().splitlines() == lines[:3]  # step 300 and the partial line dropped, the rest as it was
-    assert [m["global_step"] for m in read_metrics(log.path)] == [0, 100, 200]
-    inode = log.path.stat().st_ino
-    log.drop_after(200)
-    assert log.path.stat().st_ino == inode  # nothing to drop: the file is not rewritten
-    log.append({"x": float("nan")}, 300)
-    assert read_metrics(log.path)[-1]["x"] is None  # JSON has no NaN
+    drop_metrics_after(log, 200)
+    assert log.read_text().splitlines() == lines[:3]  # step 300 and the partial line dropped, the rest as it was
+    assert [m["global_step"] for m in read_metrics(log)] == [0, 100, 200]
+    inode = log.stat().st_ino
+    drop_metrics_after(log, 200)
+    assert log.stat().st_ino == inode  # nothing to drop: the file is not rewritten
+    append_metrics(log, {"x": float("nan")}, 300)
+    assert read_metrics(log)[-1]["x"] is None  # JSON has no NaN
 
 
 def test_resume_drops_metrics_logged_after_the_checkpoint(tmp_path: Path) -> None:
     config = cartpole(tmp_path, 2_000)
     train(config, show_progress=False)
     path = tmp_path / "task1_seed-0" / METRICS_FILE
-    MetricsLog(path).append({"eval/mean_return": 1.0}, 2_500)  # logged by a session that died before saving
+    append_metrics(path, {"eval/mean_return": 1.0}, 2_500)  # logged by a session that died before saving
     train(cartpole(tmp_path, 3_000), show_progress=False)
     evals = [m["global_step"] for m in read_metrics(path) if "eval/mean_return" in m]
     assert evals == [0, 1_000, 2_000, 3_000]

@@ -17,7 +17,6 @@ import pytest
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import resolve_config
-from rlhelpers.runner.store import MetricsLog
 from rlhelpers.runner.tracking import Tracker, has_wandb_key, resolve_wandb_mode, wandb_host
 
 
@@ -71,8 +70,7 @@ def test_training_without_a_key_says_so_and_logs_offline(no_key: Path, tmp_path:
                                                          capsys: pytest.CaptureFixture) -> None:
     config, _ = resolve_config(TrainConfig(env_id="CartPole-v1", runs_dir=str(tmp_path / "my runs"), wandb_mode=None))
     assert config.wandb_mode == "offline"  # settled once, with the rest of the config
-    tracker = Tracker(config.run_name, "abcd1234", config.to_dict(), config.runs_dir,
-                      MetricsLog(tmp_path / "metrics.jsonl"))
+    tracker = Tracker(config.run_name, "abcd1234", config.to_dict(), config.runs_dir, tmp_path / "metrics.jsonl")
     try:
         assert tracker.url is None
         tracker.log({"charts/episode_return": 1.0}, step=10)
@@ -93,8 +91,7 @@ def test_a_disabled_run_does_not_load_wandb(tmp_path: Path, monkeypatch: pytest.
     """``disabled`` means no W&B: training neither waits for wandb's import nor needs it installed."""
     monkeypatch.setitem(sys.modules, "wandb", None)  # any import of wandb now fails
     config, _ = resolve_config(TrainConfig(env_id="CartPole-v1", runs_dir=str(tmp_path), wandb_mode="disabled"))
-    tracker = Tracker(config.run_name, "abcd1234", config.to_dict(), config.runs_dir,
-                      MetricsLog(tmp_path / "metrics.jsonl"))
+    tracker = Tracker(config.run_name, "abcd1234", config.to_dict(), config.runs_dir, tmp_path / "metrics.jsonl")
     tracker.log({"charts/episode_return": 1.0}, step=10)
     tracker.finish()
     assert tracker.url is None and '"global_step": 10' in (tmp_path / "metrics.jsonl").read_text()

@@ -33,7 +33,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.config import TrainConfig, exceeds, validate
 from rlhelpers.runner.runlock import RunLock
-from rlhelpers.runner.store import RunDirectory, RunRecord, check_resumable
+from rlhelpers.runner.store import RunDirectory, RunRecord, check_resumable, drop_metrics_after
 from rlhelpers.runner.tracking import Tracker, new_run_id, resolve_wandb_mode
 
 LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
@@ -274,10 +274,10 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         start = f"resuming from step {trainer.num_timesteps:,}" if state is not None else "starting"
         print(f"{config.run_name}: {start} on {device} ({provenance['device_name']})", file=sys.stderr)
         # Lines logged after the checkpoint belong to work that is about to be redone.
-        run_dir.metrics_log.drop_after(trainer.num_timesteps if state is not None else -1)
+        drop_metrics_after(run_dir.metrics_path, trainer.num_timesteps if state is not None else -1)
         run_dir.write_record(record)
         tracker = Tracker(config.run_name, record.wandb_run_id or "", config.to_dict(), config.runs_dir,
-                          run_dir.metrics_log)
+                          run_dir.metrics_path)
         # A session that ends in an exception shows as failed in W&B; one stopped by Ctrl-C does not.
         cleanup.push(lambda failure, *_: tracker.finish(exit_code=int(failure not in (None, KeyboardInterrupt))))
         session = Session(trainer, record, run_dir, lock, tracker, float((state or {}).get("train_seconds", 0.0)))

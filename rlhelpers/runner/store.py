@@ -4,7 +4,7 @@
 
     checkpoint-000000300000.pt        the training state and the run's record (``RunDirectory.save_checkpoint``)
     eval_history.json                 the run's record: config, provenance, W&B run id and every evaluation
-    metrics.jsonl                     every metric sent to W&B, one JSON object per line (``MetricsLog``)
+    metrics.jsonl                     every metric sent to W&B, one JSON object per line (``append_metrics``)
     snapshots/model-000001000000.pt   model weights only, for the analysis
     owner.json                        the single-writer lock (``runlock``)
     train.log                         the output of a run that the campaign started
@@ -111,31 +111,28 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
     return [m for m in map(_metrics_line, path.read_text().splitlines()) if m is not None]
 
 
-class MetricsLog:
-    """Appends lines of metrics to one ``metrics.jsonl``."""
+def drop_metrics_after(path: Path, step: int) -> None:
+    """Keep only the complete lines of the metrics log ``path`` with ``global_step <= step`` (the file is rewritten
+    only if one goes)."""
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines()
+    kept = [line for line in lines if (m := _metrics_line(line)) is not None and m["global_step"] <= step]
+    if len(kept) < len(lines):
+        write_atomically(path, "".join(line + "\n" for line in kept).encode())
 
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
 
-    def drop_after(self, step: int) -> None:
-        """Keep only complete lines with ``global_step <= step`` (the file is rewritten only if one goes)."""
-        if not self.path.exists():
-            return
-        lines = self.path.read_text().splitlines()
-        kept = [line for line in lines if (m := _metrics_line(line)) is not None and m["global_step"] <= step]
-        if len(kept) < len(lines):
-            write_atomically(self.path, "".join(line + "\n" for line in kept).encode())
-
-    def append(self, metrics: dict[str, Any], step: int) -> None:
-        """Write one line: ``global_step``, ``time`` and ``metrics`` (non-finite floats as null)."""
-        line: dict[str, Any] = {"global_step": step, "time": round(time.time(), 3)}
-        for key, value in metrics.items():
-            line[key] = None if isinstance(value, float) and not math.isfinite(value) else value
-        try:
-            with open(self.path, "a") as f:
-                f.write(json.dumps(line) + "\n")
-        except OSError as exc:
-            raise write_error(str(self.path), exc) from exc
+def append_metrics(path: Path, metrics: dict[str, Any], step: int) -> None:
+    """Append one line to the metrics log ``path``: ``global_step``, ``time`` and ``metrics`` (non-finite floats
+    as null)."""
+    line: dict[str, Any] = {"global_step": step, "time": round(time.time(), 3)}
+    for key, value in metrics.items():
+        line[key] = None if isinstance(value, float) and not math.isfinite(value) else value
+    try:
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
+    except OSError as exc:
+        raise write_error(str(path), exc) from exc
 
 
 @dataclass(frozen=True)
@@ -293,7 +290,7 @@ class RunDirectory:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self.history_path = self.path / HISTORY_FILE
-        self.metrics_log = MetricsLog(self.path / METRICS_FILE)
+        self.metrics_path = self.path / METRICS_FILE
         # The local directory where this run's checkpoints are written and verified before the copy.
         key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:16]
         self.staging_path = Path(tempfile.gettempdir()) / "rlhelpers-staging" / key

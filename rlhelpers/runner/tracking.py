@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.runlock import RunLock, holder
-from rlhelpers.runner.store import HISTORY_FILE, METRICS_FILE, MetricsLog, RunRecord, read_run, run_dirs
+from rlhelpers.runner.store import HISTORY_FILE, METRICS_FILE, RunRecord, append_metrics, read_run, run_dirs
 
 WANDB_KEY = "WANDB_API_KEY"  # the environment variable, and the name of the Colab secret
 
@@ -181,14 +181,14 @@ def logged_keys(entity: str | None, project: str, run_id: str) -> dict[int, set[
 
 class Tracker:
     """The W&B run ``name`` (``<algo>_seed-<seed>``), resumed under its stored id; every record also goes to the
-    run's local ``metrics_log``. ``config`` is the run's config as saved (``TrainConfig.to_dict()``), its
+    run's local metrics log, ``metrics_path``. ``config`` is the run's config as saved (``TrainConfig.to_dict()``), its
     ``wandb_mode`` as ``resolve_config`` settled it; with ``disabled`` W&B is not even loaded.
 
     It says in one line where the run is (``runs_dir/name``) and where W&B keeps it: the run's web address, or
     offline W&B's own folder (what ``wandb sync`` uploads) and how to publish the run later."""
 
-    def __init__(self, name: str, run_id: str, config: dict[str, Any], runs_dir: str, metrics_log: MetricsLog) -> None:
-        self.metrics_log = metrics_log
+    def __init__(self, name: str, run_id: str, config: dict[str, Any], runs_dir: str, metrics_path: Path) -> None:
+        self.metrics_path = metrics_path
         self.mode = config["wandb_mode"]
         self.run = None if self.mode == "disabled" else init_run(
             config["wandb_project"], config["wandb_entity"], name, run_id, config, self.mode)
@@ -201,7 +201,7 @@ class Tracker:
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
         """Log ``metrics`` at environment step ``step`` (to W&B and to the local metrics log)."""
-        self.metrics_log.append(metrics, step)
+        append_metrics(self.metrics_path, metrics, step)
         if self.run is not None:
             self.run.log({**metrics, "global_step": step})
 
