@@ -29,12 +29,11 @@ REPORT_ONLY = "none"
 ALL_RUNS = "all"
 # The names of report.ipynb's parameters cell.
 NOTEBOOK_PARAMETERS = ("algo", "seed", "env_id", "total_timesteps", "n_envs", "eval_interval", "n_eval_episodes",
-                       "stop_return", "runs_dir", "wandb_project", "wandb_entity", "wandb_mode", "recompute_analysis",
-                       "device", "repo_url")
+                       "stop_return", "checkpoint_interval_s", "runs_dir", "wandb_project", "wandb_entity",
+                       "wandb_mode", "recompute_analysis", "device", "repo_url")
 COLAB_DRIVE = "/content/drive"
 COLAB_RUNS_DIR = f"{COLAB_DRIVE}/MyDrive/rlhelpers/runs"
 COMMITTED_FOLDER = "rlhelpers-committed"  # where a notebook outside a clone fetches the committed runs
-TEST_CHECKPOINT_INTERVAL_ENV = "RLHELPERS_TEST_CHECKPOINT_INTERVAL_S"  # test-only: the notebook's runs' interval
 COMMITTED_PATHS = ("/runs/", "/figures/", "!*.pt")  # what it fetches (sparse-checkout patterns): no .pt files
 
 
@@ -134,8 +133,6 @@ def run_options(experiment: Experiment | None, **params: Any) -> dict[str, Any]:
     resolved (the notebook links it)."""
     options = {**(experiment.options() if experiment else {}),
                **{name: value for name, value in params.items() if value is not None}}
-    if os.environ.get(TEST_CHECKPOINT_INTERVAL_ENV):  # test-only: timed checkpoints within seconds
-        options["checkpoint_interval_s"] = float(os.environ[TEST_CHECKPOINT_INTERVAL_ENV])
     return {**options, "wandb_project": TrainConfig(**options).wandb_project}
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rlhelpers.notebook import COMMITTED_FOLDER, TEST_CHECKPOINT_INTERVAL_ENV
+from rlhelpers.notebook import COMMITTED_FOLDER
 from rlhelpers.runner.runlock import RunLock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ RUN = "a2c_seed-0"
 EVAL_INTERVAL, TOTAL = 10_000, 40_000  # evaluations seconds apart, with timed checkpoints (1 s) between
 PARAMS = ["-p", "algo", "a2c", "-p", "seed", "0", "-p", "env_id", "CartPole-v1", "-p", "n_envs", "4",
           "-p", "n_eval_episodes", "4", "-p", "eval_interval", str(EVAL_INTERVAL), "-p", "stop_return", "1000",
-          "-p", "total_timesteps", str(TOTAL), "-p", "wandb_mode", "offline"]
+          "-p", "total_timesteps", str(TOTAL), "-p", "checkpoint_interval_s", "1", "-p", "wandb_mode", "offline"]
 KEY = "standin0" * 5  # the W&B key of the second runtime's secret: it must be printed nowhere
 # Sections whose figures the hand-in lacked on Colab when only the package was installed.
 SECTIONS_WITH_FIGURES = ("What the runs show", "Testing the explanation", "At equal hyperparameters",
@@ -116,7 +116,7 @@ def _runtime(colab: dict[str, Path], name: str, out: Path, secrets: dict[str, st
                 "JUPYTER_PATH": str(colab["home"] / "jupyter"), "COLAB_STANDIN_DRIVE": str(colab["drive"]),
                 "COLAB_STANDIN_SECRETS": str(colab["home"] / f"{name}-secrets.json"),
                 "COLAB_STANDIN_LOG": str(colab["home"] / f"{name}.log"), "OMP_NUM_THREADS": "1",
-                "WANDB_DIR": str(content), TEST_CHECKPOINT_INTERVAL_ENV: "1"})
+                "WANDB_DIR": str(content)})
     papermill = [sys.executable, "-m", "papermill", str(ROOT / "report.ipynb"), str(out), "-k", "colab",
                  "-p", "repo_url", _url(colab), *PARAMS]
     script = f'mount --bind "$0" {CONTENT} && hostname {name} && cd {CONTENT} && exec "$@"'

@@ -140,7 +140,7 @@ def test_notebook_defaults_follow_the_environment() -> None:
     exec(params, values)
 
     def run_config(env_id: str, **given: object) -> TrainConfig:
-        names = ("n_envs", "eval_interval", "n_eval_episodes", "stop_return", "wandb_project")
+        names = ("n_envs", "eval_interval", "n_eval_episodes", "stop_return", "checkpoint_interval_s", "wandb_project")
         options = notebook.run_options(experiment_of(env_id), env_id=env_id,
                                        **{**{name: values[name] for name in names}, **given})
         config = notebook.run_config("a2c", experiment_of(env_id), **options)
@@ -155,6 +155,8 @@ def test_notebook_defaults_follow_the_environment() -> None:
     assert (breakout.life_loss, breakout.fire_reset, breakout.n_eval_episodes) == (True, True, 30)
     assert (pong.wandb_project, breakout.wandb_project) == ("pong-actor-critic", "breakout-actor-critic")
     assert run_config("PongNoFrameskip-v4", stop_return=100, eval_interval=1000).stop_return == 100.0
+    assert pong.checkpoint_interval_s == 300.0  # None: the run's default
+    assert run_config("PongNoFrameskip-v4", checkpoint_interval_s=60).checkpoint_interval_s == 60
     asteroids = run_config("AsteroidsNoFrameskip-v4")  # a game without an experiment: the run defaults
     assert (asteroids.stop_return, asteroids.eval_interval, asteroids.life_loss) == (None, 300_000, False)
     assert notebook.report_runs(None) == (("a2c", "task1", "task2"), (0, 100))  # "all" on it: the report's six
