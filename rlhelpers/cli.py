@@ -216,18 +216,19 @@ def _campaign(args: argparse.Namespace) -> int:
     Ctrl-C, 143 after SIGTERM). With --cluster: 0 once the runs are submitted.
     """
     experiment = EXPERIMENTS[args.experiment]
-    runs = ({**experiment.options(), **_config_options(args)}, tuple(args.arms or experiment.arms),
-            tuple(args.seeds or experiment.seeds), args.parallel)
+    # The options, arms, seeds and runs at once that training here and submitting to SLURM share.
+    shared = ({**experiment.options(), **_config_options(args)}, tuple(args.arms or experiment.arms),
+              tuple(args.seeds or experiment.seeds), args.parallel)
     if args.cluster:
         try:
             from rlhelpers.runner.cluster import submit_campaign
         except ImportError as exc:
             raise RLHelpersError(f"submitting to SLURM needs submitit, which is not installed ({exc}): "
                                  'pip install -e ".[cluster]"') from exc
-        return submit_campaign(*runs, cluster=args.cluster, partition=args.partition, time_min=args.time_min,
+        return submit_campaign(*shared, cluster=args.cluster, partition=args.partition, time_min=args.time_min,
                                gpus=args.gpus_per_job, cpus=args.cpus_per_job, max_requeues=args.max_requeues)
     try:
-        return train_campaign(*runs, show_progress=sys.stderr.isatty())
+        return train_campaign(*shared, show_progress=sys.stderr.isatty())
     except KeyboardInterrupt:  # the runs checkpointed and stopped
         return 130
 

@@ -78,8 +78,8 @@ def test_separated_arms_lie_above_zero_and_equal_ones_do_not() -> None:
     assert same.low < 0 < same.high and same.p_greater == pytest.approx(10 / 25)
 
 
-def write_seed_run(runs_dir: Path, arm: str, seed: int, means: dict[int, float], every: int, stop_return: float | None,
-              total: int) -> None:
+def write_seed_run(runs_dir: Path, arm: str, seed: int, means: dict[int, float], every: int,
+                   stop_return: float | None, total: int) -> None:
     """The evaluation history of run ``<arm>_seed-<seed>``: the mean return at each step of ``means`` (its
     episodes one below and one above it)."""
     algo, _, variant = arm.partition("-")
