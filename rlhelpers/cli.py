@@ -19,7 +19,7 @@ from rlhelpers.report.experiment import ANALYSIS_JSON, COMPARISON_PNG, EXPERIMEN
 from rlhelpers.runner.campaign import CampaignRun, status_table, train_campaign
 from rlhelpers.runner.config import ARMS, DEFAULT_RUNS_DIR, FIELD_TYPES, TrainConfig, whole_number
 from rlhelpers.runner.run import train
-from rlhelpers.runner.store import HISTORY_FILE, RESCORE_FILE, run_dirs
+from rlhelpers.runner.store import HISTORY_FILE, run_dirs
 from rlhelpers.runner.tracking import publish_runs
 
 
@@ -128,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("run_dir", help="a run directory, e.g. runs/a2c_seed-0")
     _add_whole_number(evaluate, "--episodes", TrainConfig.n_eval_episodes, "complete episodes to play")
     _add_whole_number(evaluate, "--seed", 0, "replay seed")
+    evaluate.add_argument("--greedy", action="store_true",
+                          help="play the most likely action, not a sampled one (saved to policy_rescore_greedy.json)")
     evaluate.add_argument("--export", action="store_true", help="first write policy.pt from the run's newest snapshot")
     evaluate.add_argument("--video", default=None, help="also record one episode as an animated GIF here")
     _add_whole_number(evaluate, "--video-scale", 2, "GIF pixels per observation pixel, of 84x84 observations")
@@ -143,9 +145,10 @@ def _evaluate(args: argparse.Namespace) -> None:
     """Re-score a run's committed policy (policy.pt); optionally record a GIF of one episode.
 
     Play complete episodes with RUN_DIR/policy.pt (float16 weights) on fresh seeds and print the mean return ± s.e.
-    beside the run's last evaluation; the result is saved to RUN_DIR/policy_rescore.json, which the report shows.
+    beside the run's last evaluation; the result is saved to RUN_DIR/policy_rescore.json (with --greedy,
+    policy_rescore_greedy.json), which the report shows.
     """
-    from rlhelpers.report.playback import evaluate_policy_file, export_policy, record_video, save_rescore
+    from rlhelpers.report.playback import evaluate_policy_file, export_policy, record_video, rescore_path, save_rescore
 
     if args.video_scale < 1:
         raise RLHelpersError(f"--video-scale must be a positive integer, got {args.video_scale}")
@@ -153,15 +156,16 @@ def _evaluate(args: argparse.Namespace) -> None:
         raise RLHelpersError(f"{args.run_dir} does not exist: name a run directory, such as runs/a2c_seed-0")
     if args.export:
         print(f"wrote {export_policy(args.run_dir)}")
-    rescore = evaluate_policy_file(args.run_dir, args.episodes, args.seed, show_progress=True)
-    print(f"{args.run_dir}: {rescore.mean:.2f} ± {rescore.sem:.2f} over {len(rescore.returns)} episodes")
+    rescore = evaluate_policy_file(args.run_dir, args.episodes, args.seed, show_progress=True, greedy=args.greedy)
+    print(f"{args.run_dir}: {rescore.mean:.2f} ± {rescore.sem:.2f} over {len(rescore.returns)} episodes"
+          + (" of greedy actions" if args.greedy else ""))
     if rescore.last_mean is not None:
-        verdict = "within" if rescore.consistent else "OUTSIDE"
-        print(f"run's last evaluation: {rescore.last_mean:.2f} ± {rescore.last_sem:.2f}; the new mean is {verdict} "
-              "1.96 standard errors of the difference")
+        verdict = "" if rescore.consistent is None else "; the new mean is " + (
+            "within" if rescore.consistent else "OUTSIDE") + " 1.96 standard errors of the difference"
+        print(f"run's last evaluation: {rescore.last_mean:.2f} ± {rescore.last_sem:.2f}{verdict}")
     saved = save_rescore(args.run_dir, rescore)
     print(f"wrote {saved}" if saved else
-          f"kept {Path(args.run_dir) / RESCORE_FILE}: it re-scores this policy over more episodes")
+          f"kept {rescore_path(args.run_dir, args.greedy)}: it re-scores this policy over more episodes")
     if args.video:
         video = record_video(args.run_dir, args.video, args.seed, scale=args.video_scale)
         print(f"wrote {video['path']}: one episode, score {video['score']:+.0f}, {video['bytes']:,} bytes")

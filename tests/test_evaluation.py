@@ -84,8 +84,8 @@ ACTION_REWARD_ENV = "rlhelpers-test/ActionReward-v0"
 gym.register(ACTION_REWARD_ENV, entry_point=ActionRewardEnv)  # type: ignore[arg-type]  # EnvCreator wants **kwargs
 
 
-def test_evaluation_samples_actions_from_the_policy() -> None:
-    """pi(1|s) = 0.75: sampled actions score 0.75 on average; the greedy action would score 1 every time."""
+def action_reward_returns(greedy: bool) -> list[float]:
+    """400 episodes of ``ACTION_REWARD_ENV`` with pi(1|s) = 0.75: each return is the action taken."""
     torch.manual_seed(0)
     model = build_model((1,), 2, "a2c")
     head = model.policy_head
@@ -95,11 +95,20 @@ def test_evaluation_samples_actions_from_the_policy() -> None:
         head.bias.copy_(torch.tensor([0.0, np.log(3.0)]))
     env = make_vec_env(ACTION_REWARD_ENV, 4)
     try:
-        returns, _ = evaluate_policy(model, env, n_episodes=400, seed=0, device=torch.device("cpu"))
+        returns, _ = evaluate_policy(model, env, n_episodes=400, seed=0, device=torch.device("cpu"), greedy=greedy)
     finally:
         env.close()
     assert len(returns) == 400
-    assert 0.68 < np.mean(returns) < 0.82  # 0.75 ± 3 standard errors
+    return returns
+
+
+def test_evaluation_samples_actions_from_the_policy() -> None:
+    """pi(1|s) = 0.75: sampled actions score 0.75 on average; the greedy action would score 1 every time."""
+    assert 0.68 < np.mean(action_reward_returns(greedy=False)) < 0.82  # 0.75 ± 3 standard errors
+
+
+def test_greedy_evaluation_plays_the_most_likely_action() -> None:
+    assert action_reward_returns(greedy=True) == [1.0] * 400
 
 
 def test_each_evaluation_plays_newly_seeded_episodes_on_its_own_envs() -> None:

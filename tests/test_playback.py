@@ -14,6 +14,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import Evaluation
 from rlhelpers.core.networks import build_model
 from rlhelpers.report.playback import (
+    GREEDY_RESCORE_FILE,
     MAX_POLICY_BYTES,
     MAX_VIDEO_BYTES,
     POLICY_FILE,
@@ -106,6 +107,21 @@ def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: 
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == f"kept {pong_run / RESCORE_FILE}: it re-scores this policy over more episodes"
     assert len(saved_rescore(pong_run).returns) == 2
+
+
+def test_a_greedy_rescore_is_kept_apart_and_not_judged_against_the_sampled_evaluations(
+        pong_run: Path, capsys: pytest.CaptureFixture) -> None:
+    from rlhelpers.cli import main
+
+    assert main(["evaluate", str(pong_run), "--episodes", "2", "--export", "--greedy"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith(f"{pong_run}: -2") and out[1].endswith("over 2 episodes of greedy actions")
+    assert out[2] == "run's last evaluation: -20.50 ± 0.29"  # no verdict: the run evaluated sampled actions
+    assert out[3] == f"wrote {pong_run / GREEDY_RESCORE_FILE}"
+    greedy = read_rescore(pong_run, greedy=True)
+    assert greedy is not None and greedy.greedy and greedy.consistent is None and len(greedy.returns) == 2
+    assert read_rescore(pong_run) is None  # the sampled re-score's file is untouched
+    assert json.loads((pong_run / GREEDY_RESCORE_FILE).read_text())["greedy"] is True
 
 
 def test_a_shorter_rescore_of_the_same_policy_keeps_the_longer_one(tmp_path: Path) -> None:

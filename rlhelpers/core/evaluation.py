@@ -1,5 +1,5 @@
-"""Evaluation: complete episodes with the stochastic policy on a separate vector env, and one typed
-``Evaluation`` of them that runs save and every reader of a run's history reads."""
+"""Evaluation: complete episodes with the stochastic policy (or its greedy actions) on a separate vector env, and
+one typed ``Evaluation`` of them that runs save and every reader of a run's history reads."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ def evaluate_policy(
     seed: int,
     device: torch.device,
     on_episode: Callable[[], object] | None = None,
+    greedy: bool = False,
 ) -> tuple[list[float], list[int]]:
-    """Play ``n_episodes`` complete episodes with actions sampled from pi(.|s); return true scores and lengths.
+    """Play ``n_episodes`` complete episodes with actions sampled from pi(.|s), or with ``greedy`` the most likely
+    action; return true scores and lengths.
 
     ``env`` must be an env from ``make_vec_env``; it is reset with ``seed``. Each env finishes a number of
     episodes fixed in advance, so that the total is ``n_episodes`` and the counts differ by at most one (the
@@ -36,7 +38,8 @@ def evaluate_policy(
     returns, lengths = [], []
     obs, _ = env.reset(seed=seed)
     while (counts < targets).any():
-        actions = sample_actions(model(torch.as_tensor(obs, device=device))[0])
+        logits = model(torch.as_tensor(obs, device=device))[0]
+        actions = logits.argmax(-1) if greedy else sample_actions(logits)
         obs, _, _, _, info = env.step(actions.cpu().numpy())
         for i in np.flatnonzero(info.get("_episode", ())):  # the envs whose episode ended at this step
             if counts[i] < targets[i]:

@@ -1,10 +1,10 @@
 """A trained agent outside its run: the committed float16 policy, its re-evaluation, and a video of it.
 
 ``policy.pt`` in a run directory holds the final model weights in float16 (no optimizer; a few MB,
-small enough to commit) with what rebuilds the model. ``evaluate_policy_file`` re-scores it on
-fresh evaluation seeds and ``save_rescore`` keeps that result beside it (``policy_rescore.json``, committed
-with the policy); ``record_video`` plays one episode into an animated GIF with the score
-drawn on every frame.
+small enough to commit) with what rebuilds the model. ``evaluate_policy_file`` re-scores it on fresh evaluation
+seeds, with sampled or greedy actions, and ``save_rescore`` keeps that result beside it (``policy_rescore.json``,
+``policy_rescore_greedy.json``, committed with the policy); ``record_video`` plays one episode into an animated GIF
+with the score drawn on every frame.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from rlhelpers.core.evaluation import evaluate_policy, mean_and_sem
 from rlhelpers.core.networks import ActorCritic, sample_actions
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.store import (
+    GREEDY_RESCORE_FILE,
     POLICY_FILE,
     RESCORE_FILE,
     RunDirectory,
@@ -71,8 +72,8 @@ def load_policy(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
 
 @dataclass
 class Rescore:
-    """A policy's new evaluation set (``seed`` the replay seed, ``step`` the policy's training step)
-    beside the run's last evaluation."""
+    """A policy's new evaluation set (``seed`` the replay seed, ``step`` the policy's training step; ``greedy``: its
+    most likely actions, not sampled ones) beside the run's last evaluation."""
 
     returns: list[float]
     mean: float
@@ -81,19 +82,22 @@ class Rescore:
     last_sem: float | None
     step: int
     seed: int
+    greedy: bool = False
 
     @property
     def consistent(self) -> bool | None:
-        """Whether the two means differ by less than 1.96 standard errors of their difference."""
-        if self.last_mean is None or self.last_sem is None:  # both None, or both given
+        """Whether the two means differ by less than 1.96 standard errors of their difference (None for greedy
+        actions, which the run's sampled evaluations do not measure)."""
+        if self.greedy or self.last_mean is None or self.last_sem is None:  # both None, or both given
             return None
         return abs(self.mean - self.last_mean) <= 1.96 * math.hypot(self.sem, self.last_sem)
 
 
 def evaluate_policy_file(run_dir: str | Path, episodes: int = TrainConfig.n_eval_episodes, seed: int = 0,
-                         show_progress: bool = False) -> Rescore:
-    """Re-score ``<run_dir>/policy.pt`` over ``episodes`` complete episodes, on env seeds far from every
-    report run's training and evaluation seeds (a progress bar counts the episodes when ``show_progress``)."""
+                         show_progress: bool = False, greedy: bool = False) -> Rescore:
+    """Re-score ``<run_dir>/policy.pt`` over ``episodes`` complete episodes (``greedy``: with its most likely
+    actions), on env seeds far from every report run's training and evaluation seeds (a progress bar counts the
+    episodes when ``show_progress``)."""
     if episodes < 1:
         raise RLHelpersError(f"episodes must be a positive integer, got {episodes!r}")
     run = RunDirectory(run_dir)
@@ -101,28 +105,34 @@ def evaluate_policy_file(run_dir: str | Path, episodes: int = TrainConfig.n_eval
     with (closing(make_vec_env(config.env_id, min(config.n_eval_envs, episodes), fire_reset=config.fire_reset)) as env,
           tqdm(total=episodes, desc="episodes", unit="episode", disable=not show_progress) as bar):
         returns, _ = evaluate_policy(model, env, episodes, REPLAY_SEED_OFFSET + seed, torch.device("cpu"),
-                                     on_episode=bar.update)
+                                     on_episode=bar.update, greedy=greedy)
     last = (read_run(run.path) or RunRecord(run.path.name)).last
     last_mean, last_sem = (last.mean, last.sem) if last is not None else (None, None)
-    return Rescore(returns, *mean_and_sem(returns), last_mean, last_sem, step, seed)
+    return Rescore(returns, *mean_and_sem(returns), last_mean, last_sem, step, seed, greedy)
+
+
+def rescore_path(run_dir: str | Path, greedy: bool = False) -> Path:
+    """Where ``save_rescore`` keeps a run's re-score of sampled actions, or of ``greedy`` ones."""
+    return Path(run_dir) / (GREEDY_RESCORE_FILE if greedy else RESCORE_FILE)
 
 
 def save_rescore(run_dir: str | Path, rescore: Rescore) -> Path | None:
     """Write ``rescore`` (with its verdict, ``consistent``) to ``<run_dir>/policy_rescore.json``, unless
     that file holds a re-score of the same policy step over more episodes: a quick check does not replace
     a longer one. The path written, or None if the saved re-score was kept."""
-    saved = read_rescore(run_dir)
+    saved = read_rescore(run_dir, rescore.greedy)
     if saved is not None and saved.step == rescore.step and len(saved.returns) > len(rescore.returns):
         return None
-    path = Path(run_dir) / RESCORE_FILE
+    path = rescore_path(run_dir, rescore.greedy)
     record = {**asdict(rescore), "consistent": rescore.consistent}
     write_atomically(path, (json.dumps(record, indent=1) + "\n").encode())
     return path
 
 
-def read_rescore(run_dir: str | Path) -> Rescore | None:
-    """The re-score saved by ``save_rescore`` in ``run_dir``, or None if there is none."""
-    path = Path(run_dir) / RESCORE_FILE
+def read_rescore(run_dir: str | Path, greedy: bool = False) -> Rescore | None:
+    """The re-score (``greedy``: of greedy actions) saved by ``save_rescore`` in ``run_dir``, or None if there is
+    none."""
+    path = rescore_path(run_dir, greedy)
     if not path.is_file():
         return None
     saved = json.loads(path.read_text())

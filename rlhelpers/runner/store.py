@@ -8,7 +8,8 @@
     snapshots/model-000001000000.pt   model weights only, for the analysis
     owner.json                        the single-writer lock (``runlock``)
     train.log                         the output of a run that the campaign started
-    policy.pt, policy_rescore.json    the exported float16 policy and its re-score (``report.playback``)
+    policy.pt, policy_rescore.json    the exported float16 policy and its re-score (``report.playback``), and
+    policy_rescore_greedy.json        its re-score with greedy actions
 
 ``write_atomically`` writes to a temporary file, fsyncs it and renames it over the target, so a kill at any moment
 leaves the old file or the new one, never a partial file under the target's name. A checkpoint or snapshot is
@@ -51,6 +52,7 @@ LOCK_FILE = "owner.json"
 TRAIN_LOG = "train.log"
 POLICY_FILE = "policy.pt"
 RESCORE_FILE = "policy_rescore.json"
+GREEDY_RESCORE_FILE = "policy_rescore_greedy.json"
 SNAPSHOT_DIR = "snapshots"
 CAMPAIGN_LOCK = "campaign.json"  # in the runs directory: one campaign at a time
 TMP_SUFFIX = ".tmp"
