@@ -16,14 +16,28 @@ from pathlib import Path
 from typing import Any
 
 from rlhelpers.report.curves import arm_curve, last_evaluation, mean_of_means, runs_by_arm
-from rlhelpers.report.experiment import ABLATION, BREAKOUT_LEARNS, BREAKOUT_TEST, EQUAL_HP, PONG
+from rlhelpers.report.experiment import (
+    ABLATION,
+    BREAKOUT,
+    BREAKOUT_LEARNS,
+    BREAKOUT_TEST,
+    COLLAPSED_ENTROPY,
+    EQUAL_HP,
+    MAX_COLLAPSED_SHARE,
+    PG1ENT_BREAKOUT,
+    PG1ENT_PONG,
+    PONG,
+)
 from rlhelpers.report.results import markdown_table
-from rlhelpers.report.seeds import NO_RUNS, arm_runs, measure_arms, measure_seeds, span
+from rlhelpers.report.seeds import NO_RUNS, measure_arms, measure_seeds, span
 from rlhelpers.runner.config import parse_run_name
 from rlhelpers.runner.store import RunRecord, read_runs
 
-# Every arm that a five-seed section compares: the ablation's and the equal-hyperparameters section's.
-FIVE_SEED_ARMS = tuple(dict.fromkeys(ABLATION.arms + EQUAL_HP.arms))
+# Each follow-up section's test on Pong and on Breakout, under the prefix of its figures in ``measure``.
+PONG_SECTIONS = (("seeds/", ABLATION), ("equal_hp/", EQUAL_HP), ("pg1ent/", PG1ENT_PONG))
+BREAKOUT_SECTIONS = (("breakout/", BREAKOUT_TEST), ("breakout/", PG1ENT_BREAKOUT))
+# Every arm that a five-seed section compares.
+FIVE_SEED_ARMS = tuple(dict.fromkeys(arm for _, comparison in PONG_SECTIONS for arm in comparison.arms))
 SIGNIFICANT = "sig"  # two significant digits at any scale: 0.0054, 0.13, 3.4, 38
 NOT_REACHED = "not reached"  # what a run measures of a return it never passed
 STEP = "M"  # environment steps in millions: 7.2M
@@ -44,7 +58,8 @@ class Claim:
     fmt: str = ".1f"
 
 
-def _format(value: Any, fmt: str) -> str:
+def format_figure(value: Any, fmt: str) -> str:
+    """``value`` as the text writes it: rounded by ``fmt``, a range as "low–high" (or "low to high" from below 0)."""
     if value is None:
         return NO_ANALYSIS
     if isinstance(value, str):
@@ -52,7 +67,7 @@ def _format(value: Any, fmt: str) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, tuple):
-        low, high = (_format(v, fmt) for v in value)
+        low, high = (format_figure(v, fmt) for v in value)
         return low if low == high else f"{low} to {high}" if value[0] < 0 else f"{low}–{high}"
     if fmt == STEP:
         return f"{value / 1e6:.1f}M"
@@ -176,8 +191,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
              ("", compare_speed(records, PONG.arms)),
              ("ablation/", compare_speed(records, ABLATION.arms)),
              ("", _gradient_facts(analysis)),
-             ("seeds/", measure_seeds(runs_dir, ABLATION)),
-             ("equal_hp/", measure_seeds(runs_dir, EQUAL_HP))]
+             *((prefix, measure_seeds(runs_dir, comparison)) for prefix, comparison in PONG_SECTIONS)]
     if seeds_analysis is not None:
         parts.append(("seeds/", _gradient_facts(merged_analysis(analysis, seeds_analysis))))
     if breakout_dir is not None:
@@ -188,21 +202,42 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     lr = {record.arm: record.config.get("lr") for record in records}
     found["lr_ratio"] = task1 / a2c if (task1 := lr.get("task1")) and (a2c := lr.get("a2c")) else None
-    return found
+    return {**found, **_verdicts(found)}
+
+
+def _verdicts(found: dict[str, Any]) -> dict[str, bool | None]:
+    """The verdicts of the predictions without a Δ, once their runs are complete (None before), as
+    ``prediction/<number>``: the ablation's first (0: task1-pg1 neither slower than A2C nor as slow as task1, on two
+    seeds), 6 (at least 4 of task1-a2chp's 5 seeds pass 18), 7 (A2C learns Breakout) and 15 (at most
+    ``MAX_COLLAPSED_SHARE`` of pg1ent's Breakout windows below ``COLLAPSED_ENTROPY``)."""
+    below = [found.get(f"ablation/below/{a}/{b}") for a, b in (("task1-pg1", "a2c"), ("task1", "task1-pg1"))]
+    passed, training = found["equal_hp/passed/task1-a2chp"], found["equal_hp/training/task1-a2chp"]
+    pg1ent = [found.get(f"breakout/{key}/task1-pg1ent") for key in ("scored", "training", "collapsed")]
+    return {"prediction/0": None if None in below else not below[0] and below[1],
+            "prediction/6": passed >= 4 if training == 0 else None,
+            "prediction/7": found.get("breakout/learns"),
+            "prediction/15": pg1ent[2] <= MAX_COLLAPSED_SHARE
+            if pg1ent[:2] == [len(BREAKOUT.seeds), 0] and pg1ent[2] is not None else None}
 
 
 def _second_game(runs_dir: str | Path) -> dict[str, Any]:
-    """``measure_seeds`` of the second game's test, whether A2C learned it (None until its seeds finish), each
-    run's last evaluation mean (``last/<run>``) and, per arm, the range over its seeds of the lowest policy
-    entropy each logged (``entropy_floor/<arm>``: near 0, a policy that has become almost deterministic)."""
-    runs = arm_runs(runs_dir, BREAKOUT_TEST)  # read once, for the section's figures and the entropies
-    found = measure_arms(runs, BREAKOUT_TEST)
-    finished = found["scored/a2c"] == len(BREAKOUT_TEST.seeds) and found["training/a2c"] == 0
+    """``measure_arms`` of the second game's tests (``BREAKOUT_SECTIONS``), whether A2C learned it (None until its
+    seeds finish), each run's last evaluation mean (``last/<run>``) and, per arm, the range over its seeds of the
+    lowest policy entropy each logged (``entropy_floor/<arm>``: near 0, a policy that has become almost
+    deterministic), its windows (lines of training metrics) with an entropy (``windows/<arm>``) and the share of those
+    below ``COLLAPSED_ENTROPY`` (``collapsed/<arm>``; None without any)."""
+    arms = tuple(dict.fromkeys(arm for _, comparison in BREAKOUT_SECTIONS for arm in comparison.arms))
+    runs = runs_by_arm(read_runs(runs_dir, BREAKOUT.seeds), arms)  # read once, for the figures and the entropies
+    found = {key: value for _, comparison in BREAKOUT_SECTIONS for key, value in measure_arms(runs, comparison).items()}
+    finished = found["scored/a2c"] == len(BREAKOUT.seeds) and found["training/a2c"] == 0
     found["learns"] = found["last/a2c"] >= BREAKOUT_LEARNS if finished else None
     for arm, records in runs.items():
         found.update({f"last/{record.name}": last_evaluation(record).mean for record in records})
-        entropies = ([m[ENTROPY] for m in record.metrics() if ENTROPY in m] for record in records)
+        entropies = [[m[ENTROPY] for m in record.metrics() if m.get(ENTROPY) is not None] for record in records]
         found[f"entropy_floor/{arm}"] = span(min(logged) for logged in entropies if logged)
+        windows = [entropy for logged in entropies for entropy in logged]
+        found[f"windows/{arm}"] = len(windows)
+        found[f"collapsed/{arm}"] = sum(e < COLLAPSED_ENTROPY for e in windows) / len(windows) if windows else None
     return found
 
 
@@ -211,7 +246,7 @@ def check(claims: Iterable[Claim], measured: dict[str, Any]) -> list[tuple[str, 
     rounds it) and whether the two agree."""
     rows = []
     for claim in claims:
-        now = _format(measured.get(claim.key, NO_RUNS), claim.fmt)
+        now = format_figure(measured.get(claim.key, NO_RUNS), claim.fmt)
         rows.append((claim.says, claim.figure, now, now == claim.figure))
     return rows
 

@@ -16,6 +16,7 @@ COMPARISON_PNG = "comparison.png"  # the Pong experiment's runs
 ABLATION_PNG = "ablation.png"  # the five-seed arms' curves
 DIAGNOSTICS_PNG = "diagnostics.png"
 MECHANISM_PNG = "mechanism.png"
+LEDGER_PNG = "ledger.png"  # every prediction's Δ with its interval, a panel per game
 ANALYSIS_JSON = "analysis.json"  # the gradient facts of the Pong experiment's runs
 AGENT_GIF = "agent.gif"
 
@@ -46,17 +47,18 @@ class Experiment:
 
 @dataclass(frozen=True)
 class Prediction:
-    """Prediction ``number`` of the report: Δ(x, y)'s interval lies above 0 (``above``), or, when not ``above``, it
-    does not lie entirely above 0."""
+    """Prediction ``number`` of the report, on Δ(x, y)'s interval: it lies entirely above 0 (``above``), or does not
+    (not ``above``); or, given ``below``, its upper end lies below that."""
 
     number: int
     x: str
     y: str
-    above: bool
+    above: bool = True
+    below: float | None = None
 
-    def holds(self, low: float) -> bool:
-        """Whether the prediction holds for an interval whose lower end is ``low``."""
-        return (low > 0) == self.above
+    def holds(self, low: float, high: float) -> bool:
+        """Whether the prediction holds for the interval [``low``, ``high``]."""
+        return high < self.below if self.below is not None else (low > 0) == self.above
 
     @property
     def key(self) -> str:
@@ -108,6 +110,19 @@ BREAKOUT_TEST = Comparison((Prediction(8, "a2c", "task1", True), Prediction(9, "
                             Prediction(10, "a2c", "task1-pg1", False)), BREAKOUT.seeds, (500_000, 10_000_000),
                            figure="breakout.png", analysis="analysis_breakout.json")
 BREAKOUT_LEARNS = 30.0  # prediction 7: A2C's seed-averaged evaluation return at 10M is at least this
+
+# The hub arm pg1ent, task1 with pg_coef 1.0 and ent_coef 0.01 (A2C's actor weight at task1's temperature), on both
+# games: each of its predictions changes one setting or one pair against an arm the report has. On Pong: the step
+# (against task1), the temperature (task1-pg1) and the learning rate with the critic weight (task1-a2chp).
+PG1ENT_PONG = Comparison((Prediction(11, "task1-pg1ent", "task1"), Prediction(13, "task1-pg1", "task1-pg1ent"),
+                          Prediction(14, "task1-pg1ent", "task1-a2chp")), FIVE_SEEDS, SCORE_WINDOW, PONG.stop_return,
+                         "pg1ent.png")
+# On Breakout: the step, and keeping pace with A2C (the upper end of the interval below a fifth of A2C's mean S).
+PG1ENT_BREAKOUT = Comparison((Prediction(12, "task1-pg1ent", "task1"),
+                              Prediction(16, "a2c", "task1-pg1ent", below=22.0)),
+                             BREAKOUT.seeds, BREAKOUT_TEST.window, figure="breakout_pg1ent.png")
+COLLAPSED_ENTROPY = 0.01  # prediction 15: a window whose training entropy is below this is a collapsed policy
+MAX_COLLAPSED_SHARE = 0.01  # prediction 15: at most this share of pg1ent's Breakout windows
 
 EXPERIMENTS = {"pong": PONG, "breakout": BREAKOUT}
 

@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from rlhelpers.report.curves import arm_curve, last_evaluation, mean_of_means, runs_by_arm
-from rlhelpers.report.experiment import ABLATION, Comparison
+from rlhelpers.report.experiment import ABLATION, Comparison, Prediction
 from rlhelpers.report.plotting import arm_color, draw_seeds, label_steps, save_figure
 from rlhelpers.runner.store import RunRecord, read_runs
 
@@ -95,7 +95,7 @@ def measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> di
         if all(len(scores[arm]) == len(comparison.seeds) for arm in (prediction.x, prediction.y)):
             result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
             found.update({f"delta/{key}": result.delta, f"interval/{key}": (result.low, result.high),
-                          f"p/{key}": result.p_greater, f"holds/{key}": prediction.holds(result.low)})
+                          f"p/{key}": result.p_greater, f"holds/{key}": prediction.holds(result.low, result.high)})
     return found
 
 
@@ -133,7 +133,10 @@ def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str
         ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
     _draw_scores(fig.add_subplot(grid[1, :3]), runs, found, window)
-    _draw_differences(fig.add_subplot(grid[1, 3:]), found, comparison)
+    differences = fig.add_subplot(grid[1, 3:])
+    draw_differences(differences, found, [(p, "") for p in comparison.predictions],
+                     f"waiting for all {len(comparison.seeds)} seeds of both arms")
+    differences.set_title("(e) the predictions: Δ with its 95% interval", fontsize=10)
     save_figure(fig, out, dpi=120, bottom=0.04, caption=(
         f"Thin: each seed; thick: their mean. Shaded: the steps that S averages ({window}). "
         f"Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; P: the share of seed pairs in "
@@ -165,23 +168,25 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
     ax.grid(alpha=0.3, axis="y")
 
 
-def _draw_differences(ax: Axes, found: dict[str, Any], comparison: Comparison) -> None:
-    predictions = comparison.predictions
-    for y, prediction in enumerate(reversed(predictions)):  # the first prediction at the top
-        key = prediction.key
-        if f"delta/{key}" not in found:
-            ax.text(0.5, y, f"waiting for all {len(comparison.seeds)} seeds of both arms", ha="center", va="center",
-                    fontsize=8, transform=ax.get_yaxis_transform())
+def draw_differences(ax: Axes, found: dict[str, Any], rows: Sequence[tuple[Prediction, str]], waiting: str) -> None:
+    """Each of ``rows``, a prediction with the prefix of its section's figures in ``found``, top down: Δ with its 95%
+    interval, P(X > Y) and the verdict, the bound of a prediction on the interval's upper end, or ``waiting`` until
+    its arms have all their seeds."""
+    for y, (prediction, prefix) in enumerate(reversed(rows)):  # the first prediction at the top
+        key = f"{prefix}{{}}/{prediction.key}"
+        if key.format("delta") not in found:
+            ax.text(0.5, y, waiting, ha="center", va="center", fontsize=8, transform=ax.get_yaxis_transform())
             continue
-        low, high = found[f"interval/{key}"]
-        delta = found[f"delta/{key}"]
-        ax.errorbar(delta, y, xerr=[[delta - low], [high - delta]], fmt="o", color="0.2", capsize=4)
-        verdict = "holds" if found[f"holds/{key}"] else "refuted"
-        ax.annotate(f"P = {found[f'p/{key}']:.2f}; prediction {prediction.number} {verdict}", (delta, y), xytext=(0, 9),
-                    textcoords="offset points", ha="center", fontsize=8)
+        (low, high), delta = found[key.format("interval")], found[key.format("delta")]
+        holds = found[key.format("holds")]
+        ax.errorbar(delta, y, xerr=[[delta - low], [high - delta]], fmt="o", color="0.2" if holds else "C3", capsize=4)
+        if prediction.below is not None:
+            ax.plot([prediction.below] * 2, [y - 0.3, y + 0.3], "--", color="0.3", linewidth=1)
+        verdict = "holds" if holds else "refuted"
+        ax.annotate(f"P = {found[key.format('p')]:.2f}; prediction {prediction.number} {verdict}", (delta, y),
+                    xytext=(0, 9), textcoords="offset points", ha="center", fontsize=8)
     ax.axvline(0, color="0.3", linewidth=0.8)
-    ax.set_yticks(range(len(predictions)), [f"Δ({p.x}, {p.y})" for p in reversed(predictions)])
-    ax.set_ylim(-0.6, len(predictions) - 0.4)
+    ax.set_yticks(range(len(rows)), [f"Δ({p.x}, {p.y})" for p, _ in reversed(rows)])
+    ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.set_xlabel("difference of mean scores S")
-    ax.set_title("(e) the predictions: Δ with its 95% interval", fontsize=10)
     ax.grid(alpha=0.3, axis="x")

@@ -1,0 +1,96 @@
+"""The ledger of every prediction the report has tested: one row each with its game, what it claims, Δ with its
+interval and P (or its measured figure, for a prediction without Δ), its verdict by its own pre-registered criterion
+and what the interval shows; and one figure of the Δs against 0, a panel per game. What each prediction says is the
+notebook's prose (``Entry``); every figure is ``claims.measure``'s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from rlhelpers.report.claims import BREAKOUT_SECTIONS, PONG_SECTIONS, SIGNIFICANT, format_figure
+from rlhelpers.report.experiment import Prediction
+from rlhelpers.report.plotting import save_figure
+from rlhelpers.report.results import markdown_table
+from rlhelpers.report.seeds import RESAMPLES, draw_differences
+
+GAMES = (("Pong", PONG_SECTIONS), ("Breakout", BREAKOUT_SECTIONS))
+# Each prediction with a Δ, by number: its game, the prefix of its section's figures in ``claims.measure`` and itself.
+DIFFERENCES = {p.number: (game, prefix, p) for game, sections in GAMES for prefix, comparison in sections
+               for p in comparison.predictions}
+WAITING = "waiting for its runs"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A row of the ledger: prediction ``number`` (0 for the first, unnumbered one), what it ``says`` in a few words,
+    and for a prediction without a Δ its ``game`` and its ``figure``, a ``str.format`` template over the keys of
+    ``claims.measure`` (its verdict is the measurement ``prediction/<number>``)."""
+
+    number: int
+    says: str
+    game: str = ""
+    figure: str = ""
+
+
+def _difference(prefix: str, prediction: Prediction, measured: dict[str, Any]) -> tuple[str, bool | None, str]:
+    """A Δ prediction's result, verdict and what its interval shows, from its section's figures (``prefix``);
+    ``WAITING`` until both of its arms have all their seeds."""
+    found: dict[str, Any] = {name: measured.get(f"{prefix}{name}/{prediction.key}")
+                             for name in ("delta", "interval", "p", "holds")}
+    if found["delta"] is None:
+        return WAITING, None, ""
+    low, high = found["interval"]
+    return (f"Δ({prediction.x}, {prediction.y}) = {format_figure(found['delta'], SIGNIFICANT)}, "
+            f"{format_figure((low, high), SIGNIFICANT)}; P = {found['p']:.2f}", found["holds"],
+            "above 0" if low > 0 else "below 0" if high < 0 else "includes 0")
+
+
+def _figure(entry: Entry, measured: dict[str, Any]) -> str:
+    """The figure of a prediction without a Δ; ``WAITING`` while a measurement it names is missing or None."""
+    try:
+        return entry.figure.format_map(measured)
+    except (KeyError, TypeError, ValueError):
+        return WAITING
+
+
+def ledger_rows(entries: list[Entry], measured: dict[str, Any]) -> list[dict[str, str]]:
+    """The ledger's rows, one per entry in order."""
+    rows = []
+    for entry in entries:
+        if entry.number in DIFFERENCES:
+            game, prefix, prediction = DIFFERENCES[entry.number]
+            result, holds, shows = _difference(prefix, prediction, measured)
+        else:
+            game, result, shows = entry.game, _figure(entry, measured), ""
+            holds = measured.get(f"prediction/{entry.number}")
+        verdict = "waiting" if holds is None else "holds" if holds else "**refuted**"
+        rows.append({"#": str(entry.number) if entry.number else "–", "game": game, "prediction": entry.says,
+                     "result": result, "verdict": verdict, "interval": shows})
+    return rows
+
+
+def ledger_markdown(entries: list[Entry], measured: dict[str, Any]) -> str:
+    """The ledger as a Markdown table: Δ(x, y) with its 95% interval and P(X > Y), or the prediction's figure."""
+    return markdown_table(None, ledger_rows(entries, measured), left=(1, 2, 3, 4, 5))
+
+
+def plot_ledger(entries: list[Entry], measured: dict[str, Any], out: str | Path | None = None) -> Figure:
+    """The Δ of every prediction of ``entries`` that has one, with its 95% interval against 0, a panel per game, in
+    the order of ``entries``."""
+    games = {game: [(p, prefix) for g, prefix, p in (DIFFERENCES[e.number] for e in entries if e.number in DIFFERENCES)
+                    if g == game] for game, _ in GAMES}
+    fig, axes = plt.subplots(len(games), 1, figsize=(9, 1.4 + 0.55 * sum(map(len, games.values()))),
+                             height_ratios=[max(len(rows), 1) for rows in games.values()])
+    for ax, (game, sections) in zip(axes, GAMES, strict=True):
+        draw_differences(ax, measured, games[game], WAITING)
+        window = " to ".join(f"{step / 1e6:g}M" if step else "0" for step in sections[0][1].window)
+        ax.set_title(f"{game} (S: the mean evaluation return from {window} steps)", fontsize=10)
+    save_figure(fig, out, dpi=120, bottom=0.06, caption=(
+        f"Each prediction's Δ with its 95% percentile-bootstrap interval over seeds ({RESAMPLES:,} resamples) and "
+        "P(X > Y); red: the prediction is refuted; dashed: a bound on the interval's upper end."))
+    return fig
