@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_seeds import FINALS, write_breakout_runs, write_runs
 
 from rlhelpers.report import claims
 from rlhelpers.report.experiment import BREAKOUT, PG1ENT_BREAKOUT, PG1ENT_PONG, Prediction
 from rlhelpers.report.ledger import DIFFERENCES, Entry, ledger_rows, plot_ledger
-from rlhelpers.report.seeds import difference
+from rlhelpers.report.seeds import difference, gap_share
 
 ROOT = Path(__file__).resolve().parents[1]
 BREAKOUT_FINALS = {"a2c": [40.0, 30.0, 26.0], "task1": [5.0, 8.0, 6.0], "task1-pg1": [30.0, 12.0, 20.0],
@@ -98,3 +99,29 @@ def test_the_figure_draws_a_panel_per_game_and_each_complete_delta(tmp_path: Pat
     assert len(breakout.containers) == 3  # 8, 12 and 16
     assert sum(line.get_linestyle() == "--" for line in breakout.lines) == 1  # 16's bound
     assert (tmp_path / "ledger.png").stat().st_size > 0
+
+
+def test_the_gap_share_resamples_each_arm_once_for_both_differences() -> None:
+    # x resampled: mean 10 or 12 or 14; y and z constant: the ratio (x - 8) / (x - 4) is 1/3, 4/8 or 6/10
+    share, low, high = gap_share([10.0, 14.0], [8.0], [4.0])
+    assert share == pytest.approx(4 / 8) and (low, high) == pytest.approx((1 / 3, 6 / 10))
+    # resampled apart for the two differences, the ratio would reach (10 - 8) / (14 - 4) = 0.2
+    assert gap_share([10.0, 14.0], [8.0], [4.0], seed=1)[1] > 0.3
+
+
+def test_the_hub_arm_s_unjudged_figures_wait_for_all_seeds(tmp_path: Path) -> None:
+    a2chp = [2.0, 0.0, 5.0, 3.0, 1.0]
+    write_runs(tmp_path / "pong", {**FINALS, "task1-a2chp": a2chp, "task1-pg1ent": [15.0, 19.0, 10.0, 12.0, 19.0]})
+    write_breakout_runs(tmp_path / "breakout", BREAKOUT_FINALS)
+    found = claims.measure(tmp_path / "pong", None, breakout_dir=tmp_path / "breakout")
+    score = {arm: (np.array(finals) - 20) / 2 for arm, finals in
+             {**FINALS, "task1-a2chp": a2chp, "task1-pg1ent": [15.0, 19.0, 10.0, 12.0, 19.0]}.items()}
+    expected = (score["task1-pg1"].mean() - score["task1-pg1ent"].mean()) / (
+        score["task1-pg1"].mean() - score["task1-a2chp"].mean())
+    share, low, high = found["pg1ent/gap_share"]
+    assert share == pytest.approx(expected) and low <= share <= high
+    breakout = difference(*[[f * 10.5 / 20 for f in BREAKOUT_FINALS[arm]] for arm in ("task1-pg1ent", "task1-pg1")])
+    assert found["breakout/delta/task1-pg1ent/task1-pg1"] == pytest.approx(breakout.delta)
+    assert found["breakout/interval/task1-pg1ent/task1-pg1"] == pytest.approx((breakout.low, breakout.high))
+    (tmp_path / "pong" / "task1-a2chp_seed-0" / "eval_history.json").unlink()
+    assert "pg1ent/gap_share" not in claims.measure(tmp_path / "pong", None)

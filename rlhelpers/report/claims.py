@@ -29,7 +29,7 @@ from rlhelpers.report.experiment import (
     PONG,
 )
 from rlhelpers.report.results import markdown_table
-from rlhelpers.report.seeds import NO_RUNS, measure_arms, measure_seeds, span
+from rlhelpers.report.seeds import NO_RUNS, difference, gap_share, measure_arms, measure_seeds, span
 from rlhelpers.runner.config import parse_run_name
 from rlhelpers.runner.store import RunRecord, read_runs
 
@@ -202,7 +202,7 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
     lr = {record.arm: record.config.get("lr") for record in records}
     found["lr_ratio"] = task1 / a2c if (task1 := lr.get("task1")) and (a2c := lr.get("a2c")) else None
-    return {**found, **_verdicts(found)}
+    return {**found, **_verdicts(found), **_beside(found)}
 
 
 def _verdicts(found: dict[str, Any]) -> dict[str, bool | None]:
@@ -218,6 +218,28 @@ def _verdicts(found: dict[str, Any]) -> dict[str, bool | None]:
             "prediction/7": found.get("breakout/learns"),
             "prediction/15": pg1ent[2] <= MAX_COLLAPSED_SHARE
             if pg1ent[:2] == [len(BREAKOUT.seeds), 0] and pg1ent[2] is not None else None}
+
+
+def _seed_scores(found: dict[str, Any], prefix: str, arm: str) -> list[float]:
+    """The seed scores S that ``arm`` has so far in a section's figures (``prefix``)."""
+    return [value for key, value in found.items() if key.startswith(f"{prefix}score/{arm}_seed-") and value is not None]
+
+
+def _beside(found: dict[str, Any]) -> dict[str, Any]:
+    """What the hub arm's predictions put beside them, not judged, once its arms have all their seeds:
+    ``pg1ent/gap_share`` (on Pong the share of task1-pg1's lead over task1-a2chp that the temperature accounts for,
+    Δ(task1-pg1, task1-pg1ent) / Δ(task1-pg1, task1-a2chp), with its interval: ``seeds.gap_share``) and on Breakout
+    Δ(task1-pg1ent, task1-pg1) as a section's differences are measured (``breakout/delta/...``)."""
+    pong = [_seed_scores(found, "pg1ent/", arm) for arm in ("task1-pg1", "task1-pg1ent", "task1-a2chp")]
+    breakout = [_seed_scores(found, "breakout/", arm) for arm in ("task1-pg1ent", "task1-pg1")]
+    beside: dict[str, Any] = {}
+    if all(len(scores) == len(PG1ENT_PONG.seeds) for scores in pong):
+        beside["pg1ent/gap_share"] = gap_share(pong[0], pong[1], pong[2])
+    if all(len(scores) == len(BREAKOUT.seeds) for scores in breakout):
+        result = difference(breakout[0], breakout[1])
+        beside.update({"breakout/delta/task1-pg1ent/task1-pg1": result.delta, "breakout/p/task1-pg1ent/task1-pg1":
+                       result.p_greater, "breakout/interval/task1-pg1ent/task1-pg1": (result.low, result.high)})
+    return beside
 
 
 def _second_game(runs_dir: str | Path) -> dict[str, Any]:

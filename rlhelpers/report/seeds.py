@@ -61,6 +61,18 @@ def difference(x: Sequence[float], y: Sequence[float], seed: int = 0, level: flo
                       float(np.mean(xs[:, None] > ys[None, :])))
 
 
+def gap_share(x: Sequence[float], y: Sequence[float], z: Sequence[float], seed: int = 0,
+              level: float = 0.95) -> tuple[float, float, float]:
+    """Δ(X, Y) / Δ(X, Z), the share of X's lead over Z that Y's seed scores account for, with its ``level``
+    percentile-bootstrap interval: each of ``RESAMPLES`` draws resamples each arm's seeds once, X's for the numerator
+    and the denominator alike."""
+    xs, ys, zs = (np.asarray(scores, dtype=float) for scores in (x, y, z))
+    rng = np.random.default_rng(seed)
+    mx, my, mz = (rng.choice(a, size=(RESAMPLES, len(a))).mean(axis=1) for a in (xs, ys, zs))
+    low, high = np.quantile((mx - my) / (mx - mz), [(1 - level) / 2, (1 + level) / 2])
+    return float((xs.mean() - ys.mean()) / (xs.mean() - zs.mean())), float(low), float(high)
+
+
 def arm_runs(runs_dir: str | Path, comparison: Comparison = ABLATION) -> dict[str, list[RunRecord]]:
     """The evaluated runs of each arm of ``comparison`` with its seeds in ``runs_dir``, by seed."""
     return runs_by_arm(read_runs(runs_dir, comparison.seeds), comparison.arms)
