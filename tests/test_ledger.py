@@ -120,7 +120,8 @@ def test_the_hub_arm_s_unjudged_figures_wait_for_all_seeds(tmp_path: Path) -> No
         score["task1-pg1"].mean() - score["task1-a2chp"].mean())
     share, low, high = found["pg1ent/gap_share"]
     assert share == pytest.approx(expected) and low <= share <= high
-    breakout = difference(*[[f * 10.5 / 20 for f in BREAKOUT_FINALS[arm]] for arm in ("task1-pg1ent", "task1-pg1")])
+    hub, pg1 = ([f * 10.5 / 20 for f in BREAKOUT_FINALS[arm]] for arm in ("task1-pg1ent", "task1-pg1"))
+    breakout = difference(hub, pg1)
     assert found["breakout/delta/task1-pg1ent/task1-pg1"] == pytest.approx(breakout.delta)
     assert found["breakout/interval/task1-pg1ent/task1-pg1"] == pytest.approx((breakout.low, breakout.high))
     (tmp_path / "pong" / "task1-a2chp_seed-0" / "eval_history.json").unlink()
