@@ -352,12 +352,16 @@ def test_analysis_results_rescores_and_agent_video(tmp_path: Path) -> None:
 
     no_rescore = report.rescore_markdown(tmp_path / "runs", rows)
     assert "No re-score of a committed policy yet" in no_rescore and "evaluate <runs_dir>/<run> --export`" in no_rescore
-    from rlhelpers.report.playback import Rescore, save_rescore
+    from rlhelpers.report.playback import RESCORE_FILE, Rescore, save_rescore
     save_rescore(tmp_path / "runs" / "task1_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 15.0, 0.5, 200, 0))
     save_rescore(tmp_path / "runs" / "a2c_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 18.5, 0.5, 200, 0))
+    save_rescore(tmp_path / "runs" / "a2c_seed-0", Rescore([20.0, 20.0, 20.0], 20.0, 0.0, 18.5, 0.5, 200, 0, True))
     table = report.rescore_markdown(tmp_path / "runs", rows)
-    assert "| a2c_seed-0 | 200 | 19.00 ± 1.00 | 2 | 18.50 ± 0.50 | yes |" in table
-    assert "| task1_seed-0 | 200 | 19.00 ± 1.00 | 2 | 15.00 ± 0.50 | **no** |" in table  # 4 > 1.96 * 1.12
+    assert "| a2c_seed-0 | 200 | 19.00 ± 1.00 (2) | 20.00 ± 0.00 (3) | 18.50 ± 0.50 | yes |" in table
+    assert "| task1_seed-0 | 200 | 19.00 ± 1.00 (2) | – | 15.00 ± 0.50 | **no** |" in table  # 4 > 1.96 * 1.12
+    (tmp_path / "runs" / "a2c_seed-0" / RESCORE_FILE).unlink()  # a greedy re-score alone: no verdict
+    assert "| a2c_seed-0 | 200 | – | 20.00 ± 0.00 (3) | 18.50 ± 0.50 | n/a |" in report.rescore_markdown(
+        tmp_path / "runs", rows)
 
 
 def _record(algo: str, seed: int, means: list[float], every: int = 1_000_000) -> RunRecord:

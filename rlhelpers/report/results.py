@@ -142,18 +142,23 @@ def agent_video_html(runs_dir: str | Path, records: list[RunRecord], gif: str | 
 
 
 def rescore_markdown(runs_dir: str | Path, records: list[RunRecord]) -> str:
-    """A table of each run's saved re-score of its float16 policy beside the run's last evaluation."""
+    """A table of each run's saved re-scores of its float16 policy, with sampled and with greedy actions, beside the
+    run's last evaluation (which samples them)."""
     table = []
     for record in records:
-        rescore = read_rescore(Path(runs_dir) / record.name)
-        if rescore is None:
+        sampled, greedy = (read_rescore(Path(runs_dir) / record.name, g) for g in (False, True))
+        policy = sampled or greedy
+        if policy is None:
             continue
-        verdict = {True: "yes", False: "**no**", None: "n/a"}[rescore.consistent]
-        last = "n/a" if rescore.last_mean is None else f"{rescore.last_mean:.2f} ± {rescore.last_sem:.2f}"
-        table.append({"run": record.name, "policy step": f"{rescore.step:,}",
-                      "re-score": f"{rescore.mean:.2f} ± {rescore.sem:.2f}", "episodes": str(len(rescore.returns)),
+        verdict = {True: "yes", False: "**no**", None: "n/a"}[sampled.consistent if sampled else None]
+        last = "n/a" if policy.last_mean is None else f"{policy.last_mean:.2f} ± {policy.last_sem:.2f}"
+        table.append({"run": record.name, "policy step": f"{policy.step:,}",
+                      **{f"re-score, {kind}": f"{r.mean:.2f} ± {r.sem:.2f} ({len(r.returns)})" if r else "–"
+                         for kind, r in (("sampled", sampled), ("greedy", greedy))},
                       "last evaluation": last, "within": verdict})
-    return markdown_table("The committed float16 policies re-scored on fresh seeds, beside each run's last evaluation "
-                          "(within: the two means differ by at most 1.96 standard errors of their difference)", table,
+    return markdown_table("The committed float16 policies re-scored on fresh seeds (episodes in brackets), with "
+                          "sampled and with greedy actions, beside each run's last evaluation (within: the sampled "
+                          "re-score's mean and the last evaluation's differ by at most 1.96 standard errors of their "
+                          "difference)", table,
                           empty="*No re-score of a committed policy yet: `python -m rlhelpers evaluate "
                           "<runs_dir>/<run> --export` writes one, with the policy.pt it re-scores.*")
