@@ -212,12 +212,12 @@ def _verdicts(found: dict[str, Any]) -> dict[str, bool | None]:
     ``MAX_COLLAPSED_SHARE`` of pg1ent's Breakout windows below ``COLLAPSED_ENTROPY``)."""
     below = [found.get(f"ablation/below/{a}/{b}") for a, b in (("task1-pg1", "a2c"), ("task1", "task1-pg1"))]
     passed, training = found["equal_hp/passed/task1-a2chp"], found["equal_hp/training/task1-a2chp"]
-    pg1ent = [found.get(f"breakout/{key}/task1-pg1ent") for key in ("scored", "training", "collapsed")]
+    scored, left, collapsed = (found.get(f"breakout/{key}/task1-pg1ent") for key in ("scored", "training", "collapsed"))
+    complete = scored == len(BREAKOUT.seeds) and left == 0
     return {"prediction/0": None if None in below else not below[0] and below[1],
             "prediction/6": passed >= 4 if training == 0 else None,
             "prediction/7": found.get("breakout/learns"),
-            "prediction/15": pg1ent[2] <= MAX_COLLAPSED_SHARE
-            if pg1ent[:2] == [len(BREAKOUT.seeds), 0] and pg1ent[2] is not None else None}
+            "prediction/15": collapsed <= MAX_COLLAPSED_SHARE if complete and collapsed is not None else None}
 
 
 def _seed_scores(found: dict[str, Any], prefix: str, arm: str) -> list[float]:
