@@ -56,7 +56,7 @@ def test_the_difference_of_two_small_arms_matches_the_exact_bootstrap() -> None:
     # x resampled: mean 0 (1/4), 1 (1/2), 2 (1/4); y is constant: the 2.5% and 97.5% points are 0 and 2
     found = difference([0.0, 2.0], [0.0])
     assert (found.delta, found.low, found.high, found.p_greater) == (1.0, 0.0, 2.0, 0.5)
-    assert not Prediction(1, "x", "y", above=True).holds(found.low, found.high)  # an interval from 0 does not lie above 0
+    assert not Prediction(1, "x", "y", above=True).holds(found.low, found.high)  # from 0: not above 0
 
 
 def test_the_interval_holds_95_percent_of_the_exact_bootstrap_distribution() -> None:
