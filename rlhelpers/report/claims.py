@@ -29,7 +29,7 @@ from rlhelpers.report.experiment import (
     PONG,
 )
 from rlhelpers.report.results import markdown_table
-from rlhelpers.report.seeds import NO_RUNS, difference, gap_share, measure_arms, measure_seeds, span
+from rlhelpers.report.seeds import NO_RUNS, difference, gap_share, measure_arms, span
 from rlhelpers.runner.config import parse_run_name
 from rlhelpers.runner.store import RunRecord, read_runs
 
@@ -169,6 +169,8 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
       analysis ``seeds_analysis``, the gradient facts over the snapshots of both analyses
       (``seeds/variance_ratio``, ``seeds/analysed/<arm>``, ...);
     - ``equal_hp/...``: the equal-hyperparameters section's, ``measure_seeds`` of ``EQUAL_HP``;
+    - ``pg1ent/...``: the hub arm's Pong section's, ``measure_seeds`` of ``PG1ENT_PONG``; ``prediction/<n>``, the
+      verdicts of the predictions without a Δ (``_verdicts``), and the figures put beside them (``_beside``);
     - ``breakout/...``: the second game's section, ``measure_seeds`` of ``BREAKOUT_TEST`` on the runs in
       ``breakout_dir``, ``breakout/learns`` (prediction 7: A2C's seed-averaged last evaluation is at least
       ``BREAKOUT_LEARNS``, judged once all its seeds have finished), ``breakout/last/<run>``,
@@ -181,7 +183,8 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     nothing behind it is missing or None, and its claims do not hold: one whose runs are missing reads "no runs"
     in the check, one whose analysis is missing "n/a".
     """
-    records = read_runs(runs_dir, PONG.seeds)
+    every_run = read_runs(runs_dir)  # read once: the report's seeds and each five-seed section's
+    records = [record for record in every_run if record.seed in PONG.seeds]
     evaluated = [record for record in records if record.evaluations]
     assert PONG.stop_return is not None  # Pong's runs stop at 18
     parts: list[tuple[str, dict[str, Any]]]
@@ -191,7 +194,9 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
              ("", compare_speed(records, PONG.arms)),
              ("ablation/", compare_speed(records, ABLATION.arms)),
              ("", _gradient_facts(analysis)),
-             *((prefix, measure_seeds(runs_dir, comparison)) for prefix, comparison in PONG_SECTIONS)]
+             *((prefix, measure_arms(runs_by_arm((r for r in every_run if r.seed in comparison.seeds),
+                                                 comparison.arms), comparison))
+               for prefix, comparison in PONG_SECTIONS)]
     if seeds_analysis is not None:
         parts.append(("seeds/", _gradient_facts(merged_analysis(analysis, seeds_analysis))))
     if breakout_dir is not None:
