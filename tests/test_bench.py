@@ -140,3 +140,16 @@ def test_the_gpu_rows_new_measurements_run() -> None:
         step, steps_per_call = _stepper({**common, **spec})
         step()
         assert steps_per_call == (2 if spec["kind"] == "evaluation" else 10)
+
+
+def test_the_graders_page_words_count_formulas_once_and_stop_at_the_appendix() -> None:
+    from bench.words import page_words
+
+    html = ("<html><head><title>Report title</title><style>p {}</style></head><body>"
+            "<h1>Answer first¶</h1><p>A2C learned fastest: 7.2M — and <math><mi>x</mi><mo>+</mo><mn>1</mn></math>"
+            " is one word.</p><table><tr><td>Δ(a2c, task1) = 7.4</td></tr></table>"
+            "<h2>Your analysis</h2><p>The student's own words are not counted.</p>"
+            "<h2>Limits</h2><p>Two games.</p><h1>Appendix</h1><p>Not counted either.</p></body></html>")
+    # the heading, five words, the formula, three words, the table's three; the student's section and the Appendix: none
+    assert page_words(html) == {"(before the first heading)": 0, "Answer first": 2 + 5 + 1 + 3 + 3,
+                                "Your analysis": 0, "Limits": 1 + 2, "Appendix": 0}
