@@ -7,10 +7,12 @@ import dataclasses
 import itertools
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
 import builders
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.colors import to_hex
@@ -24,6 +26,7 @@ from rlhelpers.report.experiment import (
     BREAKOUT_TEST,
     EQUAL_HP,
     FIVE_SEEDS,
+    PG1ENT_PONG,
     Comparison,
     Prediction,
 )
@@ -328,3 +331,17 @@ def test_the_second_games_gradient_facts_come_from_its_own_analysis() -> None:
     ratios = [head[f"a2c_{seed}"] / head[f"task1_{seed}"] for seed in seeds]  # same seed, same step
     assert found["breakout/head_actor/a2c/task1"] == pytest.approx((min(ratios), max(ratios)))
     assert found["head_actor/a2c/task1"] is None and found["breakout/analysed/a2c"] == 3  # Pong's: no analysis given
+
+
+def test_the_hub_arm_s_pong_figure_has_a_panel_for_each_of_its_four_arms(tmp_path) -> None:
+    # PG1ENT_PONG compares four arms; the figure's grid once had room for three and raised an IndexError.
+    write_runs(tmp_path, {**FINALS, "task1-a2chp": [10.0] * 5, "task1-pg1ent": [19.0, 19.0, 19.0, 12.0, 19.0]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # tight_layout warns when it cannot fit the panels
+        fig = plot_seeds(tmp_path, PG1ENT_PONG)
+    assert [ax.get_title().split(":")[0] for ax in fig.axes] == [
+        "(a) task1-pg1ent", "(b) task1", "(c) task1-pg1", "(d) task1-a2chp",
+        "(e) each seed's score S (labelled by seed) and the arm's mean", "(f) the predictions"]
+    assert [t.get_text() for t in fig.axes[5].get_yticklabels()] == [
+        "Δ(task1-pg1ent, task1-a2chp)", "Δ(task1-pg1, task1-pg1ent)", "Δ(task1-pg1ent, task1)"]
+    plt.close(fig)

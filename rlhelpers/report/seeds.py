@@ -112,20 +112,22 @@ def measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> di
 
 
 def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str | Path | None = None) -> Figure:
-    """The figure of a follow-up section, of the three arms of its ``comparison``: (a-c) each arm's seeds (thin; ×
-    where one stopped above its stop return) and their mean (thick), the score window shaded; (d) each seed's score S
-    and the arm's mean; (e) Δ of each prediction with its 95% bootstrap interval and P(X > Y), once both of its
-    arms have all their seeds."""
+    """The figure of a follow-up section, of the arms of its ``comparison`` (three: a-c, four: a-d): per arm, its
+    seeds (thin; × where one stopped above its stop return) and their mean (thick), the score window shaded; then each
+    seed's score S and the arm's mean; and Δ of each prediction with its 95% bootstrap interval and P(X > Y), once both
+    of its arms have all their seeds."""
     runs = arm_runs(runs_dir, comparison)
     found, stop = measure_arms(runs, comparison), comparison.stop_return
     window = " to ".join(f"{step / 1e6:.1f}M" if step else "0" for step in comparison.window)
-    fig = plt.figure(figsize=(11, 7.6))
-    grid = fig.add_gridspec(2, 6, height_ratios=(1.1, 1))
-    curves = [fig.add_subplot(grid[0, :2])]
-    for i in range(1, len(runs)):  # the other arms share the first one's axes
-        curves.append(fig.add_subplot(grid[0, 2 * i:2 * i + 2], sharex=curves[0], sharey=curves[0]))
+    n, letters = len(runs), "abcdefgh"  # a panel per arm on top; below, the scores and the differences
+    fig = plt.figure(figsize=(max(11.0, 3.6 * n), 7.6))
+    rows = fig.add_gridspec(2, 1, height_ratios=(1.1, 1))  # tight_layout fits the rows; the gaps within are fixed
+    top, bottom = rows[0].subgridspec(1, n, wspace=0.08), rows[1].subgridspec(1, 2, wspace=0.55)
+    curves = [fig.add_subplot(top[0])]
+    for i in range(1, n):  # the other arms share the first one's axes
+        curves.append(fig.add_subplot(top[i], sharex=curves[0], sharey=curves[0]))
         curves[-1].tick_params(labelleft=False)
-    for i, (ax, (arm, records)) in enumerate(zip(curves, runs.items(), strict=True)):  # (a-c): one arm each
+    for i, (ax, (arm, records)) in enumerate(zip(curves, runs.items(), strict=True)):  # one arm each
         draw_seeds(ax, records, arm_color(arm), "-", alpha=0.55, cross=(7, 1.5))
         if records:
             curve = arm_curve(records)
@@ -140,15 +142,15 @@ def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str
         training = found[f"training/{arm}"] if records else 0  # a seed on its way is not one that failed
         notes += [f"{training} still training"] if training else []
         count = f"{len(records)} seed" + "s" * (len(records) != 1)
-        title = f"({'abc'[i]}) {arm}: " + ("no runs" if not records else count if stop is None
+        title = f"({letters[i]}) {arm}: " + ("no runs" if not records else count if stop is None
                                              else f"{found[f'passed/{arm}']} of {len(records)} above {stop:g}")
         ax.set_title("\n".join([title, ", ".join(notes)] if notes else [title]), fontsize=10)
     curves[0].set_ylabel("mean evaluation return")
-    _draw_scores(fig.add_subplot(grid[1, :3]), runs, found, window)
-    differences = fig.add_subplot(grid[1, 3:])
+    _draw_scores(fig.add_subplot(bottom[0]), runs, found, window, letters[n])
+    differences = fig.add_subplot(bottom[1])
     draw_differences(differences, found, [(p, "") for p in comparison.predictions],
                      f"waiting for all {len(comparison.seeds)} seeds of both arms")
-    differences.set_title("(e) the predictions: Δ with its 95% interval", fontsize=10)
+    differences.set_title(f"({letters[n + 1]}) the predictions: Δ with its 95% interval", fontsize=10)
     save_figure(fig, out, dpi=120, bottom=0.04, caption=(
         f"Thin: each seed; thick: their mean. Shaded: the steps that S averages ({window}). "
         f"Intervals: 95% percentile bootstrap over seeds, {RESAMPLES:,} resamples; P: the share of seed pairs in "
@@ -156,7 +158,7 @@ def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str
     return fig
 
 
-def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, Any], window: str) -> None:
+def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, Any], window: str, letter: str) -> None:
     scored = {arm: sorted((found[f"score/{r.name}"], r.seed) for r in records if found[f"score/{r.name}"] is not None)
               for arm, records in runs.items()}
     every = [score for points in scored.values() for score, _ in points] or [0.0]
@@ -176,7 +178,7 @@ def _draw_scores(ax: Axes, runs: dict[str, list[RunRecord]], found: dict[str, An
     ax.set_xticks(range(len(runs)), list(runs))
     ax.set_xlim(-0.6, len(runs) - 0.4)
     ax.set_ylabel(f"score S (mean return, {window})")
-    ax.set_title("(d) each seed's score S (labelled by seed) and the arm's mean", fontsize=10)
+    ax.set_title(f"({letter}) each seed's score S (labelled by seed) and the arm's mean", fontsize=10)
     ax.grid(alpha=0.3, axis="y")
 
 
