@@ -118,8 +118,9 @@ def test_the_hub_arm_s_unjudged_figures_wait_for_all_seeds(tmp_path: Path) -> No
              {**FINALS, "task1-a2chp": a2chp, "task1-pg1ent": [15.0, 19.0, 10.0, 12.0, 19.0]}.items()}
     expected = (score["task1-pg1"].mean() - score["task1-pg1ent"].mean()) / (
         score["task1-pg1"].mean() - score["task1-a2chp"].mean())
-    share, low, high = found["pg1ent/gap_share"]
+    share, (low, high) = found["pg1ent/gap_share"], found["pg1ent/gap_share_interval"]
     assert share == pytest.approx(expected) and low <= share <= high
+    assert claims.format_figure(share, ".0%") == f"{expected:.0%}"  # a figure the text can cite as it is
     hub, pg1 = ([f * 10.5 / 20 for f in BREAKOUT_FINALS[arm]] for arm in ("task1-pg1ent", "task1-pg1"))
     breakout = difference(hub, pg1)
     assert found["breakout/delta/task1-pg1ent/task1-pg1"] == pytest.approx(breakout.delta)

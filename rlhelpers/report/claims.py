@@ -233,13 +233,15 @@ def _seed_scores(found: dict[str, Any], prefix: str, arm: str) -> list[float]:
 def _beside(found: dict[str, Any]) -> dict[str, Any]:
     """What the hub arm's predictions put beside them, not judged, once its arms have all their seeds:
     ``pg1ent/gap_share`` (on Pong the share of task1-pg1's lead over task1-a2chp that the temperature accounts for,
-    Δ(task1-pg1, task1-pg1ent) / Δ(task1-pg1, task1-a2chp), with its interval: ``seeds.gap_share``) and on Breakout
+    Δ(task1-pg1, task1-pg1ent) / Δ(task1-pg1, task1-a2chp)) with ``pg1ent/gap_share_interval`` (its interval:
+    ``seeds.gap_share``) and on Breakout
     Δ(task1-pg1ent, task1-pg1) as a section's differences are measured (``breakout/delta/...``)."""
     pong = [_seed_scores(found, "pg1ent/", arm) for arm in ("task1-pg1", "task1-pg1ent", "task1-a2chp")]
     breakout = [_seed_scores(found, "breakout/", arm) for arm in ("task1-pg1ent", "task1-pg1")]
     beside: dict[str, Any] = {}
     if all(len(scores) == len(PG1ENT_PONG.seeds) for scores in pong):
-        beside["pg1ent/gap_share"] = gap_share(pong[0], pong[1], pong[2])
+        share, low, high = gap_share(pong[0], pong[1], pong[2])
+        beside.update({"pg1ent/gap_share": share, "pg1ent/gap_share_interval": (low, high)})
     if all(len(scores) == len(BREAKOUT.seeds) for scores in breakout):
         result = difference(breakout[0], breakout[1])
         beside.update({"breakout/delta/task1-pg1ent/task1-pg1": result.delta, "breakout/p/task1-pg1ent/task1-pg1":
