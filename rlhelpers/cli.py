@@ -47,12 +47,13 @@ def _add_whole_number(parser: argparse._ActionsContainer, flag: str, default: in
 
 def _run_defaults_text(name: str) -> str | None:
     """What a field left as None defaults to, from the tables of ``run_defaults``: the algorithms' values, then
-    those of each kind of env (``Atari 16, classic control 8``; ``none`` for a kind without one, where no algorithm
-    has one either); None for the other fields."""
+    those of each kind of env that sets it (``Atari 16, classic control 8``; where no algorithm sets it, every kind,
+    ``none`` for one without a value); None for a field that neither table sets."""
     by_algo = [f"{algo} {row.defaults[name]:g}" for algo, row in ALGORITHMS.items() if name in row.defaults]
+    env_sets = any(name in values for values in ENV_DEFAULTS.values())
     by_env = [f"{kind} " + ("none" if name not in values else "the env's reward threshold" if values[name] is None
                             else f"{values[name]:g}")
-              for kind, values in ENV_DEFAULTS.items() if name in values or not by_algo]
+              for kind, values in ENV_DEFAULTS.items() if name in values or (env_sets and not by_algo)]
     return "; ".join(", ".join(texts) for texts in (by_algo, by_env) if texts) or None
 
 

@@ -96,3 +96,19 @@ def test_campaign_help_gives_the_exit_statuses(capsys: pytest.CaptureFixture) ->
     assert ("Exit status: 0 when every run asked for is over (finished, or stopped early above its stop return); "
             "1 when a run failed or is not over (each named on stderr); 2 for bad input; 128 + N when stopped by "
             "signal N (130 after Ctrl-C, 143 after SIGTERM)") in help_text
+
+
+def test_train_help_names_each_option_s_own_default(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    options = " ".join(capsys.readouterr().out.split()).split("options:")[1]
+
+    def help_of(flag: str) -> str:
+        return options.split(f" {flag} ")[1].split(" --")[0]
+
+    for flag, default in (("--seed", "0"), ("--n-steps", "5"), ("--gamma", "0.99"), ("--total-timesteps", "10000000"),
+                          ("--runs-dir", "runs")):
+        assert help_of(flag).endswith(f"(default: {default})"), flag
+    assert "a2c 0.0007" in help_of("--lr") and "classic control 0.007" in help_of("--lr")  # an algo's, then env's
+    # a field that only some kinds of env set names every kind, "none" where one has no value
+    assert help_of("--stop-return").endswith("(default: Atari none, classic control the env's reward threshold)")
