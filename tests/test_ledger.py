@@ -121,9 +121,15 @@ def test_the_hub_arm_s_unjudged_figures_wait_for_all_seeds(tmp_path: Path) -> No
     share, (low, high) = found["pg1ent/gap_share"], found["pg1ent/gap_share_interval"]
     assert share == pytest.approx(expected) and low <= share <= high
     assert claims.format_figure(share, ".0%") == f"{expected:.0%}"  # a figure the text can cite as it is
+    against_a2c = difference(score["task1-pg1ent"], score["a2c"])  # on Pong, post hoc: no prediction compares them
+    assert found["pg1ent/delta/task1-pg1ent/a2c"] == pytest.approx(against_a2c.delta)
+    assert found["pg1ent/interval/task1-pg1ent/a2c"] == pytest.approx((against_a2c.low, against_a2c.high))
+    assert found["pg1ent/p/task1-pg1ent/a2c"] == pytest.approx(against_a2c.p_greater)
     hub, pg1 = ([f * 10.5 / 20 for f in BREAKOUT_FINALS[arm]] for arm in ("task1-pg1ent", "task1-pg1"))
     breakout = difference(hub, pg1)
     assert found["breakout/delta/task1-pg1ent/task1-pg1"] == pytest.approx(breakout.delta)
     assert found["breakout/interval/task1-pg1ent/task1-pg1"] == pytest.approx((breakout.low, breakout.high))
     (tmp_path / "pong" / "task1-a2chp_seed-0" / "eval_history.json").unlink()
     assert "pg1ent/gap_share" not in claims.measure(tmp_path / "pong", None)
+    (tmp_path / "pong" / "task1-pg1ent_seed-0" / "eval_history.json").unlink()
+    assert "pg1ent/delta/task1-pg1ent/a2c" not in claims.measure(tmp_path / "pong", None)

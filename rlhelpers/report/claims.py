@@ -234,18 +234,21 @@ def _beside(found: dict[str, Any]) -> dict[str, Any]:
     """What the hub arm's predictions put beside them, not judged, once its arms have all their seeds:
     ``pg1ent/gap_share`` (on Pong the share of task1-pg1's lead over task1-a2chp that the temperature accounts for,
     Δ(task1-pg1, task1-pg1ent) / Δ(task1-pg1, task1-a2chp)) with ``pg1ent/gap_share_interval`` (its interval:
-    ``seeds.gap_share``) and on Breakout
-    Δ(task1-pg1ent, task1-pg1) as a section's differences are measured (``breakout/delta/...``)."""
+    ``seeds.gap_share``), on Pong Δ(task1-pg1ent, a2c) (post hoc, S as in the five-seed section: ``pg1ent/delta/...``)
+    and on Breakout Δ(task1-pg1ent, task1-pg1) as a section's differences are measured (``breakout/delta/...``)."""
     pong = [_seed_scores(found, "pg1ent/", arm) for arm in ("task1-pg1", "task1-pg1ent", "task1-a2chp")]
-    breakout = [_seed_scores(found, "breakout/", arm) for arm in ("task1-pg1ent", "task1-pg1")]
+    pairs = [("pg1ent/", "task1-pg1ent", pong[1], "a2c", _seed_scores(found, "seeds/", "a2c"), PG1ENT_PONG.seeds),
+             ("breakout/", "task1-pg1ent", _seed_scores(found, "breakout/", "task1-pg1ent"), "task1-pg1",
+              _seed_scores(found, "breakout/", "task1-pg1"), BREAKOUT.seeds)]
     beside: dict[str, Any] = {}
     if all(len(scores) == len(PG1ENT_PONG.seeds) for scores in pong):
         share, low, high = gap_share(pong[0], pong[1], pong[2])
         beside.update({"pg1ent/gap_share": share, "pg1ent/gap_share_interval": (low, high)})
-    if all(len(scores) == len(BREAKOUT.seeds) for scores in breakout):
-        result = difference(breakout[0], breakout[1])
-        beside.update({"breakout/delta/task1-pg1ent/task1-pg1": result.delta, "breakout/p/task1-pg1ent/task1-pg1":
-                       result.p_greater, "breakout/interval/task1-pg1ent/task1-pg1": (result.low, result.high)})
+    for prefix, x, xs, y, ys, seeds in pairs:
+        if len(xs) == len(ys) == len(seeds):
+            result = difference(xs, ys)
+            beside.update({f"{prefix}delta/{x}/{y}": result.delta, f"{prefix}p/{x}/{y}": result.p_greater,
+                           f"{prefix}interval/{x}/{y}": (result.low, result.high)})
     return beside
 
 
