@@ -121,7 +121,8 @@ def test_the_hub_arm_s_unjudged_figures_wait_for_all_seeds(tmp_path: Path) -> No
     share, (low, high) = found["pg1ent/gap_share"], found["pg1ent/gap_share_interval"]
     assert share == pytest.approx(expected) and low <= share <= high
     assert claims.format_figure(share, ".0%") == f"{expected:.0%}"  # a figure the text can cite as it is
-    against_a2c = difference(score["task1-pg1ent"], score["a2c"])  # on Pong, post hoc: no prediction compares them
+    # on Pong, post hoc: no prediction compares them
+    against_a2c = difference(score["task1-pg1ent"].tolist(), score["a2c"].tolist())
     assert found["pg1ent/delta/task1-pg1ent/a2c"] == pytest.approx(against_a2c.delta)
     assert found["pg1ent/interval/task1-pg1ent/a2c"] == pytest.approx((against_a2c.low, against_a2c.high))
     assert found["pg1ent/p/task1-pg1ent/a2c"] == pytest.approx(against_a2c.p_greater)
