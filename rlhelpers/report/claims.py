@@ -237,18 +237,17 @@ def _beside(found: dict[str, Any]) -> dict[str, Any]:
     ``seeds.gap_share``), on Pong Δ(task1-pg1ent, a2c) (post hoc, S as in the five-seed section: ``pg1ent/delta/...``)
     and on Breakout Δ(task1-pg1ent, task1-pg1) as a section's differences are measured (``breakout/delta/...``)."""
     pong = [_seed_scores(found, "pg1ent/", arm) for arm in ("task1-pg1", "task1-pg1ent", "task1-a2chp")]
-    pairs = [("pg1ent/", "task1-pg1ent", pong[1], "a2c", _seed_scores(found, "seeds/", "a2c"), PG1ENT_PONG.seeds),
-             ("breakout/", "task1-pg1ent", _seed_scores(found, "breakout/", "task1-pg1ent"), "task1-pg1",
-              _seed_scores(found, "breakout/", "task1-pg1"), BREAKOUT.seeds)]
     beside: dict[str, Any] = {}
     if all(len(scores) == len(PG1ENT_PONG.seeds) for scores in pong):
         share, low, high = gap_share(pong[0], pong[1], pong[2])
         beside.update({"pg1ent/gap_share": share, "pg1ent/gap_share_interval": (low, high)})
-    for prefix, x, xs, y, ys, seeds in pairs:
+    # where the figures go; x and y, each as (the section whose seed scores it takes, the arm); the seeds each needs
+    pairs = [("pg1ent/", ("pg1ent/", "task1-pg1ent"), ("seeds/", "a2c"), PG1ENT_PONG.seeds),
+             ("breakout/", ("breakout/", "task1-pg1ent"), ("breakout/", "task1-pg1"), BREAKOUT.seeds)]
+    for prefix, x, y, seeds in pairs:
+        xs, ys = _seed_scores(found, *x), _seed_scores(found, *y)
         if len(xs) == len(ys) == len(seeds):
-            result = difference(xs, ys)
-            beside.update({f"{prefix}delta/{x}/{y}": result.delta, f"{prefix}p/{x}/{y}": result.p_greater,
-                           f"{prefix}interval/{x}/{y}": (result.low, result.high)})
+            beside.update({prefix + key: value for key, value in difference(xs, ys).keys(f"{x[1]}/{y[1]}").items()})
     return beside
 
 

@@ -48,6 +48,11 @@ class Difference:
     high: float
     p_greater: float
 
+    def keys(self, pair: str) -> dict[str, Any]:
+        """The figures under the keys a section gives them, for the pair ``pair`` ("<x>/<y>"): ``delta/<pair>``,
+        ``interval/<pair>`` (low, high) and ``p/<pair>``."""
+        return {f"delta/{pair}": self.delta, f"interval/{pair}": (self.low, self.high), f"p/{pair}": self.p_greater}
+
 
 def difference(x: Sequence[float], y: Sequence[float], seed: int = 0, level: float = 0.95) -> Difference:
     """Δ(X, Y) of the seed scores ``x`` and ``y`` with its ``level`` percentile-bootstrap interval: each of
@@ -105,9 +110,9 @@ def measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> di
         found.update(counts if records else dict.fromkeys(counts, NO_RUNS))
     for prediction in comparison.predictions:
         if all(len(scores[arm]) == len(comparison.seeds) for arm in (prediction.x, prediction.y)):
-            result, key = difference(scores[prediction.x], scores[prediction.y]), prediction.key
-            found.update({f"delta/{key}": result.delta, f"interval/{key}": (result.low, result.high),
-                          f"p/{key}": result.p_greater, f"holds/{key}": prediction.holds(result.low, result.high)})
+            result = difference(scores[prediction.x], scores[prediction.y])
+            found.update(result.keys(prediction.key))
+            found[f"holds/{prediction.key}"] = prediction.holds(result.low, result.high)
     return found
 
 
