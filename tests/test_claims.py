@@ -75,11 +75,21 @@ def test_on_other_runs_the_check_shows_which_figures_no_longer_hold(tmp_path: Pa
     assert verdict.startswith(f"**{n_checked - len(failing)} of the {n_checked} figures checked hold on the runs in "
                               f"`{runs}`.** {absent + no_analysis} of the text's {len(checked)} could not be checked "
                               f"here: {absent} lack their runs, {no_analysis} lack a gradient analysis.")
+    assert absent > 1 and no_analysis > 1  # the plural above; the singular is tested on its own
     assert "*A2C passes 18, seed 0* (text: 7.2M; measured: not reached)" in verdict
     assert all(f"*{says}*" in verdict for says in failing) and "*A2C passes 18, seed 100*" not in verdict
     assert "*task2 passes 18, seed 100*" not in verdict
     nothing = verdict_markdown(check(claims_list, claims.measure(tmp_path / "none", None)), "none")
     assert nothing.startswith(f"**None of the text's {len(checked)} figures could be checked on the runs in `none`**: ")
+
+
+
+def test_one_figure_that_cannot_be_checked_is_counted_in_the_singular() -> None:
+    rows = [("A2C passes 18, seed 0", "7.2M", "no runs", False), ("sampled / all-action variance", "38", "n/a", False),
+            ("A2C passes 18, seed 100", "6.6M", "6.6M", True)]
+    assert verdict_markdown(rows, "runs") == ("**1 of the 1 figures checked hold on the runs in `runs`.** 2 of the "
+                                              "text's 3 could not be checked here: 1 lacks its runs, 1 lacks a "
+                                              "gradient analysis.")
 
 
 def test_your_runs_are_told_which_figures_of_the_text_they_reproduce(tmp_path: Path) -> None:

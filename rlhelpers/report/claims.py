@@ -44,7 +44,8 @@ STEP = "M"  # environment steps in millions: 7.2M
 ENTROPY = "losses/entropy"  # the policy entropy in a run's metrics.jsonl
 NO_ANALYSIS = "n/a"  # what a gradient fact measures without a gradient analysis
 # What a claim measures when it cannot be checked here, and why.
-UNCHECKED = {NO_RUNS: "lack their runs", NO_ANALYSIS: "lack a gradient analysis"}
+UNCHECKED = {NO_RUNS: ("lacks its runs", "lack their runs"),
+             NO_ANALYSIS: ("lacks a gradient analysis", "lack a gradient analysis")}  # said of one, of several
 
 
 @dataclass(frozen=True)
@@ -290,7 +291,7 @@ def verdict_markdown(rows: list[tuple[str, str, str, bool]], runs_dir: str | Pat
     failing = [f"*{says}* (text: {figure}; measured: {now})" for says, figure, now, holds in rows
                if not holds and now not in UNCHECKED]
     checked = len(rows) - sum(unchecked.values())
-    why = ", ".join(f"{n} {reason}" for reason, n in unchecked.items() if n)
+    why = ", ".join(f"{n} {reason[0] if n == 1 else reason[1]}" for reason, n in unchecked.items() if n)
     if checked == 0:
         return f"**None of the text's {len(rows)} figures could be checked on the runs in `{runs_dir}`**: {why}."
     verdict = f"**{checked - len(failing)} of the {checked} figures checked hold on the runs in `{runs_dir}`"
