@@ -83,7 +83,6 @@ def test_on_other_runs_the_check_shows_which_figures_no_longer_hold(tmp_path: Pa
     assert nothing.startswith(f"**None of the text's {len(checked)} figures could be checked on the runs in `none`**: ")
 
 
-
 def test_one_figure_that_cannot_be_checked_is_counted_in_the_singular() -> None:
     rows = [("A2C passes 18, seed 0", "7.2M", "no runs", False), ("sampled / all-action variance", "38", "n/a", False),
             ("A2C passes 18, seed 100", "6.6M", "6.6M", True)]
