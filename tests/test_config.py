@@ -89,6 +89,17 @@ def test_pg1ent_is_task1_at_a2cs_actor_weight_and_task1s_temperature() -> None:
     assert "task1-pg1ent" in ARMS and "a2c-pg1ent" not in ARMS  # A2C already has both values
 
 
+def test_lrvf_is_a2c_at_task1s_learning_rate_and_critic_weight_and_nothing_else() -> None:
+    config = validate(TrainConfig(algo="a2c", seed=300, variant="lrvf"))
+    assert config.run_name == "a2c-lrvf_seed-300" and parse_run_name(config.run_name) == ("a2c-lrvf", 300)
+    task1, a2c = TrainConfig(algo="task1"), TrainConfig(algo="a2c")
+    assert (config.lr, config.vf_coef) == (task1.lr, task1.vf_coef) == (1.5e-3, 0.5)
+    assert (config.pg_coef, config.ent_coef) == (a2c.pg_coef, a2c.ent_coef) == (1.0, 0.01)
+    assert "a2c-lrvf" in ARMS and "task1-lrvf" not in ARMS
+    with pytest.raises(RLHelpersError, match="changes nothing for task1"):
+        validate(TrainConfig(algo="task1", variant="lrvf"))
+
+
 def test_whole_floats_are_integers_everywhere() -> None:
     """One rule for the command line (``1e7``), papermill (``-p total_timesteps 5e3`` gives 5000.0) and Python."""
     config = TrainConfig(total_timesteps=5e3, n_envs=4.0, seed=100.0)  # type: ignore[arg-type]  # floats on purpose

@@ -280,7 +280,7 @@ def test_the_learners_state_is_its_model_optimizer_random_streams_and_counters_n
     trainer = make_trainer("CartPole-v1")
     try:
         assert set(trainer.state_dict()) == {"format", "config", "model", "optimizer", "rng", "num_timesteps",
-                                             "n_updates", "episode_returns", "episode_lengths"}
+                                             "n_updates", "episode_returns", "episode_lengths", "env_game_returns"}
     finally:
         trainer.close()
 

@@ -94,8 +94,11 @@ class Trainer:
         self.buffer = RolloutBuffer(config.n_steps, n_envs, obs_space.shape, obs_dtype, self.device)
         self.num_timesteps = 0
         self.n_updates = 0
-        self.episode_returns: deque[float] = deque(maxlen=100)
+        self.episode_returns: deque[float] = deque(maxlen=100)  # the last 100 games, pooled over the envs
         self.episode_lengths: deque[int] = deque(maxlen=100)
+        # Each env's last 100 games, and the games ended since the runner last took them (``take_games``).
+        self.env_game_returns: list[deque[float]] = [deque(maxlen=100) for _ in range(n_envs)]
+        self.new_games: list[tuple[int, float, int]] = []  # (env, return, length)
         # The CUDA random state of the run, kept while it trains on another device so that it continues later.
         self.cuda_rng_state: torch.Tensor | None = None
         self.acting_trunks: list[torch.Tensor] = []  # the encoder's trunk outputs in a rollout's acting passes
@@ -164,6 +167,9 @@ class Trainer:
         if len(ended):
             self.episode_returns.extend(self.running_returns[ended].tolist())
             self.episode_lengths.extend(self.running_lengths[ended].tolist())
+            for env in ended.tolist():
+                self.env_game_returns[env].append(float(self.running_returns[env]))
+                self.new_games.append((env, float(self.running_returns[env]), int(self.running_lengths[env])))
             self.running_returns[ended] = 0.0
             self.running_lengths[ended] = 0
         if self.clip_rewards:
@@ -180,6 +186,18 @@ class Trainer:
             buf.truncation_values[t, torch.as_tensor(timeouts + envs.start, device=self.device)] = \
                 self._values(final_obs)
         return torch.as_tensor(next_obs, device=self.device)
+
+    def take_games(self) -> list[tuple[int, float, int]]:
+        """The training games ended since the last call, as (env, return in true points, length in steps)."""
+        games, self.new_games = self.new_games, []
+        return games
+
+    def reward_mean_100(self) -> float | None:
+        """Each env's mean return over its last 100 games, averaged over the envs (None until every env has ended
+        a game): the training score that some courses grade, beside ``episode_returns``' pooled last 100."""
+        if not all(self.env_game_returns):
+            return None
+        return float(np.mean([np.mean(returns) for returns in self.env_game_returns]))
 
     def update(self) -> dict[str, float]:
         """One gradient step on the rollout just collected (through its acting passes' trunks, or with
@@ -238,6 +256,7 @@ class Trainer:
             "n_updates": self.n_updates,
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
+            "env_game_returns": [list(returns) for returns in self.env_game_returns],
             "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                     "cuda": [] if cuda is None else [cuda]},
         }
@@ -254,6 +273,9 @@ class Trainer:
         self.n_updates = int(state["n_updates"])
         self.episode_returns = deque(state["episode_returns"], maxlen=self.episode_returns.maxlen)
         self.episode_lengths = deque(state["episode_lengths"], maxlen=self.episode_lengths.maxlen)
+        for returns, saved in zip(self.env_game_returns, state.get("env_game_returns", ()), strict=False):
+            returns.extend(saved)  # checkpoints of earlier versions have none
+        self.new_games = []
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(state["rng"]["python"])
         self.cuda_rng_state = training_cuda_rng_state(state["rng"]["cuda"], state["config"].get("device", "auto"))

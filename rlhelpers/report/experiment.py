@@ -124,7 +124,14 @@ PG1ENT_BREAKOUT = Comparison((Prediction(12, "task1-pg1ent", "task1"),
 COLLAPSED_ENTROPY = 0.01  # prediction 15: a window whose training entropy is below this is a collapsed policy
 MAX_COLLAPSED_SHARE = 0.01  # prediction 15: at most this share of pg1ent's Breakout windows
 
-EXPERIMENTS = {"pong": PONG, "breakout": BREAKOUT}
+# SpaceInvaders, the third game, against a course's own bar: A2C at the report's hyperparameters, a lost life ending
+# a training episode (the game needs no FIRE: its invaders advance and shoot without one), no early stop, evaluations
+# every 500k steps. The course grades ``reward_mean_100``: each env's mean score over its last 100 training games, then
+# the mean over the envs (the metrics line's ``charts/reward_mean_100``, recomputable from games.jsonl).
+SPACE_INVADERS = Experiment("SpaceInvadersNoFrameskip-v4", ("a2c",), (0, 100), f"{DEFAULT_RUNS_DIR}/spaceinvaders",
+                            settings={"life_loss": True, "eval_interval": 500_000})
+
+EXPERIMENTS = {"pong": PONG, "breakout": BREAKOUT, "spaceinvaders": SPACE_INVADERS}
 
 
 def experiment_of(env_id: str) -> Experiment | None:

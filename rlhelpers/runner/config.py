@@ -35,6 +35,8 @@ VARIANTS: dict[str, dict[str, float]] = {
     "a2chp": dict(ALGORITHMS["a2c"].defaults),
     # A2C's actor weight at task1's temperature ent_coef / pg_coef (0.01): the step without pg1's colder policy.
     "pg1ent": {"pg_coef": 1.0, "ent_coef": 0.01},
+    # task1's learning rate and critic weight for A2C: step size or estimator, which made pg1ent fast?
+    "lrvf": {"lr": 1.5e-3, "vf_coef": 0.5},
 }
 
 

@@ -33,7 +33,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.config import TrainConfig, exceeds, validate
 from rlhelpers.runner.runlock import RunLock
-from rlhelpers.runner.store import RunDirectory, RunRecord, check_resumable, drop_metrics_after
+from rlhelpers.runner.store import RunDirectory, RunRecord, append_metrics, check_resumable, drop_metrics_after
 from rlhelpers.runner.tracking import Tracker, new_run_id, resolve_wandb_mode
 
 LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
@@ -215,9 +215,18 @@ class Session:
         self.config: TrainConfig = trainer.config  # type: ignore[assignment]  # a run's trainer has its TrainConfig
         self.clock_origin = time.monotonic() - train_seconds
 
+    def log_games(self) -> None:
+        """Append the training games ended since the last call to games.jsonl, as one line at this step: ``games``
+        lists them as [env, return, length]."""
+        if games := self.trainer.take_games():
+            append_metrics(self.run_dir.games_path, {"games": [list(game) for game in games]},
+                           self.trainer.num_timesteps)
+
     def checkpoint(self) -> float:
         """Save the training state and the record, with the training time up to now, then eval_history.json (the
-        history may lag the checkpoint, never lead it); return the time the save ended."""
+        history may lag the checkpoint, never lead it); return the time the save ended. The games ended up to now
+        are logged first, so that games.jsonl holds every game that the checkpoint counts."""
+        self.log_games()
         entries = {**self.record.checkpoint_entries(), "train_seconds": time.monotonic() - self.clock_origin}
         self.run_dir.save_checkpoint({**self.trainer.state_dict(), **entries}, self.trainer.num_timesteps,
                                      self.config.keep_checkpoints)
@@ -274,7 +283,8 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         start = f"resuming from step {trainer.num_timesteps:,}" if state is not None else "starting"
         print(f"{config.run_name}: {start} on {device} ({provenance['device_name']})", file=sys.stderr)
         # Lines logged after the checkpoint belong to work that is about to be redone.
-        drop_metrics_after(run_dir.metrics_path, trainer.num_timesteps if state is not None else -1)
+        for log in (run_dir.metrics_path, run_dir.games_path):
+            drop_metrics_after(log, trainer.num_timesteps if state is not None else -1)
         run_dir.write_record(record)
         tracker = Tracker(config.run_name, record.wandb_run_id or "", config.to_dict(), config.runs_dir,
                           run_dir.metrics_path)
@@ -333,7 +343,10 @@ def _train_loop(session: Session, bar: tqdm, stop: StopRequest) -> str:
             if trainer.episode_returns:
                 metrics["charts/episode_return"] = float(np.mean(trainer.episode_returns))
                 metrics["charts/episode_length"] = float(np.mean(trainer.episode_lengths))
+            if (reward_mean_100 := trainer.reward_mean_100()) is not None:
+                metrics["charts/reward_mean_100"] = reward_mean_100
             session.tracker.log(metrics, trainer.num_timesteps)
+            session.log_games()
             log_time, log_steps = now, trainer.num_timesteps
             session.lock.heartbeat()
         # A timed save is skipped when an evaluation (which checkpoints) comes next at this very step:

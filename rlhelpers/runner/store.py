@@ -48,6 +48,7 @@ from rlhelpers.runner.config import TrainConfig, config_differences, exceeds, pa
 
 HISTORY_FILE = "eval_history.json"
 METRICS_FILE = "metrics.jsonl"
+GAMES_FILE = "games.jsonl"  # the training games each log line or checkpoint saw end, by env
 LOCK_FILE = "owner.json"
 TRAIN_LOG = "train.log"
 POLICY_FILE = "policy.pt"
@@ -59,9 +60,10 @@ TMP_SUFFIX = ".tmp"
 BROKEN_SUFFIX = ".broken"
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d{12})\.pt$")
 SNAPSHOT_PATTERN = re.compile(r"^model-(\d{12})\.pt$")
-# Temporary files of write_atomically (checkpoints, snapshots, history, metrics) and RunLock (owner.json.<pid>.tmp).
+# Temporary files of write_atomically (checkpoints, snapshots, history, metrics, games) and RunLock
+# (owner.json.<pid>.tmp).
 STALE_TMP_PATTERN = re.compile(rf"^(checkpoint-\d{{12}}\.pt|model-\d{{12}}\.pt|{re.escape(HISTORY_FILE)}|"
-                               rf"{re.escape(METRICS_FILE)}|{re.escape(LOCK_FILE)}\.\d+)\.tmp$")
+                               rf"{re.escape(METRICS_FILE)}|{re.escape(GAMES_FILE)}|{re.escape(LOCK_FILE)}\.\d+)\.tmp$")
 
 
 def checkpoint_name(step: int) -> str:
@@ -293,6 +295,7 @@ class RunDirectory:
         self.path = Path(path)
         self.history_path = self.path / HISTORY_FILE
         self.metrics_path = self.path / METRICS_FILE
+        self.games_path = self.path / GAMES_FILE
         # The local directory where this run's checkpoints are written and verified before the copy.
         key = hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:16]
         self.staging_path = Path(tempfile.gettempdir()) / "rlhelpers-staging" / key
