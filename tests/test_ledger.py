@@ -8,10 +8,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_seeds import FINALS, write_breakout_runs, write_runs
+from test_seeds import FINALS, write_breakout_runs, write_runs, write_seed_run
 
 from rlhelpers.report import claims
-from rlhelpers.report.experiment import BREAKOUT, PG1ENT_BREAKOUT, PG1ENT_PONG, Prediction
+from rlhelpers.report.experiment import (
+    BREAKOUT,
+    HOLDS,
+    LRVF_PONG,
+    NOT_SHOWN,
+    PG1ENT_BREAKOUT,
+    PG1ENT_PONG,
+    REFUTED,
+    Prediction,
+)
 from rlhelpers.report.ledger import DIFFERENCES, Entry, ledger_rows, plot_ledger
 from rlhelpers.report.seeds import difference, gap_share
 
@@ -27,16 +36,20 @@ def write_entropies(run_dir: Path, entropies: list[float]) -> None:
 
 
 def test_every_numbered_prediction_with_a_delta_is_in_one_section_once() -> None:
-    assert sorted(DIFFERENCES) == [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 16]
+    assert sorted(DIFFERENCES) == [1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 16, 17, 18]
+    assert [DIFFERENCES[n][:2] for n in (17, 18)] == [("Pong", "lrvf/")] * 2
     assert [DIFFERENCES[n][0] for n in (11, 13, 14)] == ["Pong"] * 3
     assert [DIFFERENCES[n][:2] for n in (12, 16)] == [("Breakout", "breakout/")] * 2
 
 
-def test_an_upper_bound_prediction_holds_only_below_its_bound() -> None:
+def test_a_prediction_is_refuted_only_where_its_interval_lies_wholly_on_the_wrong_side_of_its_bound() -> None:
     keeps_pace = PG1ENT_BREAKOUT.predictions[1]
     assert keeps_pace.number == 16 and keeps_pace.below == 22.0
-    assert keeps_pace.holds(5.0, 21.9) and not keeps_pace.holds(5.0, 22.0)
-    assert not Prediction(1, "x", "y").holds(0.0, 5.0) and Prediction(1, "x", "y").holds(0.1, 5.0)
+    assert [keeps_pace.verdict(*interval) for interval in ((5.0, 21.9), (5.0, 22.0), (-24.0, 54.0), (22.1, 54.0))] \
+        == [HOLDS, NOT_SHOWN, NOT_SHOWN, REFUTED]
+    faster = Prediction(1, "x", "y")
+    assert [faster.verdict(*interval) for interval in ((0.1, 5.0), (0.0, 5.0), (-3.0, 5.0), (-5.0, -0.1))] \
+        == [HOLDS, NOT_SHOWN, NOT_SHOWN, REFUTED]
 
 
 def test_the_hub_arm_is_measured_on_both_games_and_its_predictions_judged_once_complete(tmp_path: Path) -> None:
@@ -47,14 +60,15 @@ def test_the_hub_arm_is_measured_on_both_games_and_its_predictions_judged_once_c
     score = {arm: [(f - 20) / 2 for f in finals] for arm, finals in FINALS.items()}
     expected = difference([(f - 20) / 2 for f in hub], score["task1"])
     assert found["pg1ent/delta/task1-pg1ent/task1"] == pytest.approx(expected.delta)
-    assert found["pg1ent/holds/task1-pg1ent/task1"] is PG1ENT_PONG.predictions[0].holds(expected.low, expected.high)
+    assert found["pg1ent/verdict/task1-pg1ent/task1"] == PG1ENT_PONG.predictions[0].verdict(expected.low, expected.high)
     low, high = found["breakout/interval/a2c/task1-pg1ent"]
-    assert found["breakout/holds/a2c/task1-pg1ent"] is (high < 22.0)
+    verdict = HOLDS if high < 22.0 else REFUTED if low > 22.0 else NOT_SHOWN
+    assert found["breakout/verdict/a2c/task1-pg1ent"] == verdict
     assert "breakout/delta/a2c/task1-pg1" in found  # the second game's first test is measured beside it
     rows = {row["#"]: row for row in ledger_rows([Entry(11, "step"), Entry(16, "pace")], found)}
     assert rows["11"]["result"].startswith("Δ(task1-pg1ent, task1) = ") and rows["11"]["game"] == "Pong"
-    assert rows["16"]["verdict"] == ("holds" if high < 22.0 else "**refuted**")
-    assert rows["16"]["interval"] == ("above 0" if low > 0 else "includes 0")
+    assert rows["16"]["verdict"] == {HOLDS: "holds", REFUTED: "**refuted**", NOT_SHOWN: "*not shown*"}[verdict]
+    assert rows["16"]["interval"] == ("below 22" if high < 22 else "above 22" if low > 22 else "includes 22")
     (tmp_path / "pong" / "task1-pg1ent_seed-400" / "eval_history.json").unlink()
     waiting = ledger_rows([Entry(11, "step")], claims.measure(tmp_path / "pong", None))
     assert waiting[0]["result"] == "waiting for its runs" and waiting[0]["verdict"] == "waiting"
@@ -134,3 +148,51 @@ def test_the_hub_arm_s_unjudged_figures_wait_for_all_seeds(tmp_path: Path) -> No
     assert "pg1ent/gap_share" not in claims.measure(tmp_path / "pong", None)
     (tmp_path / "pong" / "task1-pg1ent_seed-0" / "eval_history.json").unlink()
     assert "pg1ent/delta/task1-pg1ent/a2c" not in claims.measure(tmp_path / "pong", None)
+
+
+@pytest.mark.parametrize(("lrvf", "passes"), [([19.0, 19.0, 19.0, 2.0, 19.0], True),
+                                              ([19.0, 5.0, 19.0, 2.0, 19.0], False)])
+def test_the_missing_cell_is_judged_on_its_two_differences_and_its_seeds_above_18(
+        tmp_path: Path, lrvf: list[float], passes: bool) -> None:
+    hub = [15.0, 19.0, 10.0, 12.0, 19.0]
+    write_runs(tmp_path, {**FINALS, "task1-pg1ent": hub, "a2c-lrvf": lrvf})
+    found = claims.measure(tmp_path, None)
+    score = {arm: [(f - 20) / 2 for f in finals] for arm, finals in {**FINALS, "task1-pg1ent": hub}.items()}
+    score["a2c-lrvf"] = [(f - 20) / 2 for f in lrvf]
+    for prediction in LRVF_PONG.predictions:
+        expected = difference(score[prediction.x], score[prediction.y])
+        assert found[f"lrvf/delta/{prediction.key}"] == pytest.approx(expected.delta)
+        assert found[f"lrvf/verdict/{prediction.key}"] == prediction.verdict(expected.low, expected.high)
+    assert found["prediction/19"] is passes
+    (tmp_path / "a2c-lrvf_seed-400" / "eval_history.json").unlink()
+    waiting = claims.measure(tmp_path, None)
+    assert waiting["prediction/19"] is None and "lrvf/verdict/a2c-lrvf/a2c" not in waiting
+
+
+def write_spaceinvaders_run(runs_dir: Path, seed: int, scores: dict[int, list[float]], last_step: int) -> None:
+    """A2C's SpaceInvaders run ``seed`` evaluated up to ``last_step`` of 10M, its two envs' training games ``scores``
+    logged in games.jsonl, ten games a line."""
+    every, total = 500_000, 10_000_000
+    write_seed_run(runs_dir, "a2c", seed, {step: 300.0 for step in range(0, last_step + 1, every)}, every, None, total)
+    history = runs_dir / f"a2c_seed-{seed}" / "eval_history.json"
+    saved = json.loads(history.read_text())
+    history.write_text(json.dumps({**saved, "config": {**saved["config"], "n_envs": len(scores)}}))
+    games = [[env, score, 700] for env, env_scores in scores.items() for score in env_scores]
+    lines = [{"global_step": 1_000 * (i + 1), "time": 0.0, "games": games[i:i + 10]} for i in range(0, len(games), 10)]
+    (history.parent / "games.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+@pytest.mark.parametrize(("second", "full_mark"), [(600.0, True), (590.0, False)])
+def test_the_course_s_figure_on_the_third_game_is_each_env_s_last_100_games_averaged_over_the_envs(
+        tmp_path: Path, second: float, full_mark: bool) -> None:
+    # env 0: 50 early games at 0 and 100 at 800; env 1: 100 at 400. By env: (800 + 400) / 2 = 600; pooled: 400.
+    write_spaceinvaders_run(tmp_path, 0, {0: [0.0] * 50 + [800.0] * 100, 1: [400.0] * 100}, 10_000_000)
+    write_spaceinvaders_run(tmp_path, 100, {0: [second] * 100, 1: [second] * 100}, 9_500_000)
+    found = claims.measure(tmp_path / "pong", None, spaceinvaders_dir=tmp_path)
+    assert found["spaceinvaders/reward_mean_100/a2c_seed-0"] == pytest.approx(600.0)
+    assert found["spaceinvaders/pooled/a2c_seed-0"] == pytest.approx(400.0)
+    assert found["prediction/20"] is None  # seed 100 is still training
+    write_spaceinvaders_run(tmp_path, 100, {0: [second] * 100, 1: [second] * 100}, 10_000_000)
+    found = claims.measure(tmp_path / "pong", None, spaceinvaders_dir=tmp_path)
+    assert found["spaceinvaders/reward_mean_100"] == pytest.approx((min(600.0, second), 600.0))
+    assert found["prediction/20"] is full_mark

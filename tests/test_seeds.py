@@ -26,7 +26,10 @@ from rlhelpers.report.experiment import (
     BREAKOUT_TEST,
     EQUAL_HP,
     FIVE_SEEDS,
+    HOLDS,
+    NOT_SHOWN,
     PG1ENT_PONG,
+    REFUTED,
     Comparison,
     Prediction,
 )
@@ -59,7 +62,7 @@ def test_the_difference_of_two_small_arms_matches_the_exact_bootstrap() -> None:
     # x resampled: mean 0 (1/4), 1 (1/2), 2 (1/4); y is constant: the 2.5% and 97.5% points are 0 and 2
     found = difference([0.0, 2.0], [0.0])
     assert (found.delta, found.low, found.high, found.p_greater) == (1.0, 0.0, 2.0, 0.5)
-    assert not Prediction(1, "x", "y", above=True).holds(found.low, found.high)  # from 0: not above 0
+    assert Prediction(1, "x", "y", above=True).verdict(found.low, found.high) == NOT_SHOWN  # from 0: not above 0
 
 
 def test_the_interval_holds_95_percent_of_the_exact_bootstrap_distribution() -> None:
@@ -76,7 +79,7 @@ def test_the_interval_holds_95_percent_of_the_exact_bootstrap_distribution() -> 
 
 def test_separated_arms_lie_above_zero_and_equal_ones_do_not() -> None:
     separated = difference([5.0, 6.0, 7.0, 8.0, 9.0], [-3.0, -2.0, 0.0, 1.0, 2.0])
-    assert Prediction(1, "x", "y", above=True).holds(separated.low, separated.high)
+    assert Prediction(1, "x", "y", above=True).verdict(separated.low, separated.high) == HOLDS
     same = difference([1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0, 3.0, 4.0, 5.0])
     assert same.low < 0 < same.high and same.p_greater == pytest.approx(10 / 25)
 
@@ -119,8 +122,8 @@ def test_the_section_measures_scores_passes_and_each_prediction(tmp_path) -> Non
         expected = difference(scores[prediction.x], scores[prediction.y])
         assert found[f"delta/{prediction.key}"] == pytest.approx(expected.delta)
         assert found[f"interval/{prediction.key}"] == pytest.approx((expected.low, expected.high))
-        assert found[f"holds/{prediction.key}"] == prediction.holds(expected.low, expected.high)
-    assert found["holds/a2c/task1"] and found["holds/task1-pg1/task1"]
+        assert found[f"verdict/{prediction.key}"] == prediction.verdict(expected.low, expected.high)
+    assert found["verdict/a2c/task1"] == found["verdict/task1-pg1/task1"] == HOLDS
     assert found["p/a2c/task1"] == pytest.approx(np.mean([[x > y for y in scores["task1"]] for x in scores["a2c"]]))
 
 
@@ -133,10 +136,10 @@ def test_no_prediction_is_judged_before_both_arms_have_five_seeds(tmp_path) -> N
     assert "delta/a2c/task1-pg1" in found  # its two arms are complete
 
 
-def test_a_prediction_that_says_not_above_holds_only_when_the_interval_reaches_zero() -> None:
+def test_a_prediction_that_says_not_above_is_refuted_only_when_the_interval_lies_above_zero() -> None:
     not_slower = Prediction(3, "a2c", "task1-pg1", above=False)
     same, apart = difference([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), difference([10.0, 11.0, 12.0], [1.0, 2.0, 3.0])
-    assert not_slower.holds(same.low, same.high) and not not_slower.holds(apart.low, apart.high)
+    assert (not_slower.verdict(same.low, same.high), not_slower.verdict(apart.low, apart.high)) == (HOLDS, REFUTED)
 
 
 def test_the_seed_mean_curve_holds_a_stopped_seed_and_waits_for_one_still_training() -> None:
@@ -201,15 +204,14 @@ def test_the_equal_hyperparameters_section_compares_its_own_arms_and_numbers_its
     assert "passed/task1-pg1" not in found and "delta/a2c/task1" not in found  # the ablation's are its own
     expected = difference([(f - 20) / 2 for f in equal_hp], [(f - 20) / 2 for f in FINALS["task1"]])
     assert found["delta/task1-a2chp/task1"] == pytest.approx(expected.delta)
-    assert found["holds/task1-a2chp/task1"] == EQUAL_HP.predictions[1].holds(expected.low, expected.high)
+    assert found["verdict/task1-a2chp/task1"] == EQUAL_HP.predictions[1].verdict(expected.low, expected.high)
     cited = claims.measure(tmp_path, None)
     assert {key: cited[f"equal_hp/{key}"] for key in found} == found
     fig = plot_seeds(tmp_path, EQUAL_HP)
     assert [ax.get_title().split(":")[0] for ax in fig.axes[:3]] == ["(a) a2c", "(b) task1-a2chp", "(c) task1"]
     assert [t.get_text() for t in fig.axes[4].get_yticklabels()] == ["Δ(task1-a2chp, task1)", "Δ(a2c, task1-a2chp)"]
     assert sorted(t.get_text().split("; ")[1] for t in fig.axes[4].texts) == [
-        f"prediction 4 {'holds' if found['holds/a2c/task1-a2chp'] else 'refuted'}",
-        f"prediction 5 {'holds' if found['holds/task1-a2chp/task1'] else 'refuted'}"]
+        f"prediction 4 {found['verdict/a2c/task1-a2chp']}", f"prediction 5 {found['verdict/task1-a2chp/task1']}"]
 
 
 def test_each_arm_keeps_its_colour_from_one_figure_to_the_next(tmp_path) -> None:
@@ -295,7 +297,7 @@ def test_the_second_game_is_cited_by_its_own_test_and_judged_to_be_learned_once_
     assert found["breakout/learns"] is learns
     # S over 0.5M..10M of a rise from 0 to F: F times the mean of 1/20..20/20
     assert found["breakout/score/task1_seed-100"] == pytest.approx(8.0 * 10.5 / 20)
-    assert found["breakout/holds/a2c/task1"] == BREAKOUT_TEST.predictions[0].holds(
+    assert found["breakout/verdict/a2c/task1"] == BREAKOUT_TEST.predictions[0].verdict(
         *found["breakout/interval/a2c/task1"])
     assert found["seeds/score/a2c_seed-200"] != found["breakout/score/a2c_seed-200"]  # Pong's runs stay Pong's
     write_breakout_runs(tmp_path / "training", finals, a2c_last_step=5_000_000)

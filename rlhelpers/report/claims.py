@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import permutations
+from itertools import permutations, product
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +22,24 @@ from rlhelpers.report.experiment import (
     BREAKOUT_LEARNS,
     BREAKOUT_TEST,
     COLLAPSED_ENTROPY,
+    COURSE_FULL_MARK,
     EQUAL_HP,
+    LRVF_PASSED,
+    LRVF_PONG,
     MAX_COLLAPSED_SHARE,
     PG1ENT_BREAKOUT,
     PG1ENT_PONG,
     PONG,
+    SPACE_INVADERS,
 )
+from rlhelpers.report.games import training_score
 from rlhelpers.report.results import markdown_table
 from rlhelpers.report.seeds import NO_RUNS, difference, gap_share, measure_arms, span
-from rlhelpers.runner.config import parse_run_name
-from rlhelpers.runner.store import RunRecord, read_runs
+from rlhelpers.runner.config import format_run_name, parse_run_name
+from rlhelpers.runner.store import RunRecord, read_run, read_runs
 
 # Each follow-up section's test on Pong and on Breakout, under the prefix of its figures in ``measure``.
-PONG_SECTIONS = (("seeds/", ABLATION), ("equal_hp/", EQUAL_HP), ("pg1ent/", PG1ENT_PONG))
+PONG_SECTIONS = (("seeds/", ABLATION), ("equal_hp/", EQUAL_HP), ("pg1ent/", PG1ENT_PONG), ("lrvf/", LRVF_PONG))
 BREAKOUT_SECTIONS = (("breakout/", BREAKOUT_TEST), ("breakout/", PG1ENT_BREAKOUT))
 # Every arm that a five-seed section compares.
 FIVE_SEED_ARMS = tuple(dict.fromkeys(arm for _, comparison in PONG_SECTIONS for arm in comparison.arms))
@@ -147,7 +152,8 @@ def merged_analysis(*analyses: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysis: dict[str, Any] | None = None,
-            breakout_dir: str | Path | None = None, breakout_analysis: dict[str, Any] | None = None) -> dict[str, Any]:
+            breakout_dir: str | Path | None = None, breakout_analysis: dict[str, Any] | None = None,
+            spaceinvaders_dir: str | Path | None = None) -> dict[str, Any]:
     """Every measurement the report's claims can name, by key, from the Pong experiment's runs in ``runs_dir``
     and their gradient ``analysis`` (and, given ``breakout_dir``, the second game's):
 
@@ -177,7 +183,9 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
       ``BREAKOUT_LEARNS``, judged once all its seeds have finished), ``breakout/last/<run>``,
       ``breakout/entropy_floor/<arm>`` (each seed's lowest logged policy entropy, over the seeds) and the gradient
       facts of ``breakout_analysis``
-      (``breakout/advantage/<arm>``, ``breakout/head_actor/<a>/<b>``, ...).
+      (``breakout/advantage/<arm>``, ``breakout/head_actor/<a>/<b>``, ...);
+    - ``lrvf/...``: the missing cell's section, ``measure_seeds`` of ``LRVF_PONG``;
+    - ``spaceinvaders/...``: the third game's runs in ``spaceinvaders_dir`` (``_third_game``).
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
     a variant's snapshots (the ablation's) are measured beside them, not pooled in. A measurement with
@@ -202,6 +210,8 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
         parts.append(("seeds/", _gradient_facts(merged_analysis(analysis, seeds_analysis))))
     if breakout_dir is not None:
         parts += [("breakout/", _second_game(breakout_dir)), ("breakout/", _gradient_facts(breakout_analysis))]
+    if spaceinvaders_dir is not None:
+        parts.append(("spaceinvaders/", _third_game(spaceinvaders_dir)))
     found = {prefix + key: value for prefix, part in parts for key, value in part.items()}
     # the report runs' budget: a run with a variant is the ablation's (one saved before variants existed has none)
     budgets = {record.config.get("total_timesteps") for record in records if not record.config.get("variant")}
@@ -214,16 +224,22 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
 def _verdicts(found: dict[str, Any]) -> dict[str, bool | None]:
     """The verdicts of the predictions without a Δ, once their runs are complete (None before), as
     ``prediction/<number>``: the ablation's first (0: task1-pg1 neither slower than A2C nor as slow as task1, on two
-    seeds), 6 (at least 4 of task1-a2chp's 5 seeds pass 18), 7 (A2C learns Breakout) and 15 (at most
-    ``MAX_COLLAPSED_SHARE`` of pg1ent's Breakout windows below ``COLLAPSED_ENTROPY``)."""
+    seeds), 6 (at least 4 of task1-a2chp's 5 seeds pass 18), 7 (A2C learns Breakout), 15 (at most
+    ``MAX_COLLAPSED_SHARE`` of pg1ent's Breakout windows below ``COLLAPSED_ENTROPY``), 19 (at least ``LRVF_PASSED`` of
+    a2c-lrvf's 5 seeds pass 18) and 20 (both SpaceInvaders seeds at ``COURSE_FULL_MARK`` or above at 10M)."""
     below = [found.get(f"ablation/below/{a}/{b}") for a, b in (("task1-pg1", "a2c"), ("task1", "task1-pg1"))]
     passed, training = found["equal_hp/passed/task1-a2chp"], found["equal_hp/training/task1-a2chp"]
     scored, left, collapsed = (found.get(f"breakout/{key}/task1-pg1ent") for key in ("scored", "training", "collapsed"))
     complete = scored == len(BREAKOUT.seeds) and left == 0
+    lrvf = {key: found[f"lrvf/{key}/a2c-lrvf"] for key in ("scored", "training", "passed")}  # "no runs" without any
+    course = found.get("spaceinvaders/reward_mean_100")
     return {"prediction/0": None if None in below else not below[0] and below[1],
             "prediction/6": passed >= 4 if training == 0 else None,
             "prediction/7": found.get("breakout/learns"),
-            "prediction/15": collapsed <= MAX_COLLAPSED_SHARE if complete and collapsed is not None else None}
+            "prediction/15": collapsed <= MAX_COLLAPSED_SHARE if complete and collapsed is not None else None,
+            "prediction/19": (lrvf["passed"] >= LRVF_PASSED if lrvf["scored"] == len(LRVF_PONG.seeds)
+                              and lrvf["training"] == 0 else None),
+            "prediction/20": None if course is None else course[0] >= COURSE_FULL_MARK}
 
 
 def _seed_scores(found: dict[str, Any], prefix: str, arm: str) -> list[float]:
@@ -270,6 +286,27 @@ def _second_game(runs_dir: str | Path) -> dict[str, Any]:
         windows = [entropy for logged in entropies for entropy in logged]
         found[f"windows/{arm}"] = len(windows)
         found[f"collapsed/{arm}"] = sum(e < COLLAPSED_ENTROPY for e in windows) / len(windows) if windows else None
+    return found
+
+
+def _third_game(runs_dir: str | Path) -> dict[str, Any]:
+    """SpaceInvaders' runs (None for one not there yet): each run's training score at its last logged games
+    (``reward_mean_100/<run>``, by env as the course grades it, and ``pooled/<run>``, the last 100 games of all envs)
+    and its last evaluation (``last/<run>``); ``reward_mean_100``, the seeds' lowest and highest, once all have
+    finished (None before)."""
+    found: dict[str, Any] = {"reward_mean_100": None}
+    finished: list[float] = []
+    for arm, seed in product(SPACE_INVADERS.arms, SPACE_INVADERS.seeds):
+        name = format_run_name(arm, seed)
+        record = read_run(Path(runs_dir) / name)
+        score = training_score(record) if record is not None else None
+        found.update({f"reward_mean_100/{name}": score and score.reward_mean_100,
+                      f"pooled/{name}": score and score.pooled,
+                      f"last/{name}": last_evaluation(record).mean if record and record.evaluations else None})
+        if score is not None and record is not None and record.finished():
+            finished.append(score.reward_mean_100)
+    if len(finished) == len(SPACE_INVADERS.arms) * len(SPACE_INVADERS.seeds):
+        found["reward_mean_100"] = span(finished)
     return found
 
 

@@ -7,22 +7,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from string import Formatter
 from typing import Any
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from rlhelpers.report.claims import BREAKOUT_SECTIONS, PONG_SECTIONS, SIGNIFICANT, format_figure
-from rlhelpers.report.experiment import Prediction
+from rlhelpers.report.experiment import HOLDS, NOT_SHOWN, REFUTED, Prediction
 from rlhelpers.report.plotting import save_figure
 from rlhelpers.report.results import markdown_table
-from rlhelpers.report.seeds import RESAMPLES, draw_differences
+from rlhelpers.report.seeds import NO_RUNS, RESAMPLES, draw_differences
 
 GAMES = (("Pong", PONG_SECTIONS), ("Breakout", BREAKOUT_SECTIONS))
 # Each prediction with a Δ, by number: its game, the prefix of its section's figures in ``claims.measure`` and itself.
 DIFFERENCES = {p.number: (game, prefix, p) for game, sections in GAMES for prefix, comparison in sections
                for p in comparison.predictions}
 WAITING = "waiting for its runs"
+SHOWN_AS = {HOLDS: HOLDS, REFUTED: f"**{REFUTED}**", NOT_SHOWN: f"*{NOT_SHOWN}*"}  # a verdict in the ledger
 
 
 @dataclass(frozen=True)
@@ -37,21 +39,24 @@ class Entry:
     figure: str = ""
 
 
-def _difference(prefix: str, prediction: Prediction, measured: dict[str, Any]) -> tuple[str, bool | None, str]:
-    """A Δ prediction's result, verdict and what its interval shows, from its section's figures (``prefix``);
-    ``WAITING`` until both of its arms have all their seeds."""
+def _difference(prefix: str, prediction: Prediction, measured: dict[str, Any]) -> tuple[str, str | None, str]:
+    """A Δ prediction's result, verdict and what its interval shows against the prediction's bound, from its section's
+    figures (``prefix``); ``WAITING`` until both of its arms have all their seeds."""
     found: dict[str, Any] = {name: measured.get(f"{prefix}{name}/{prediction.key}")
-                             for name in ("delta", "interval", "p", "holds")}
+                             for name in ("delta", "interval", "p", "verdict")}
     if found["delta"] is None:
         return WAITING, None, ""
-    low, high = found["interval"]
+    (low, high), bound = found["interval"], prediction.below or 0
     return (f"Δ({prediction.x}, {prediction.y}) = {format_figure(found['delta'], SIGNIFICANT)}, "
-            f"{format_figure((low, high), SIGNIFICANT)}; P = {found['p']:.2f}", found["holds"],
-            "above 0" if low > 0 else "below 0" if high < 0 else "includes 0")
+            f"{format_figure((low, high), SIGNIFICANT)}; P = {found['p']:.2f}", found["verdict"],
+            f"above {bound:g}" if low > bound else f"below {bound:g}" if high < bound else f"includes {bound:g}")
 
 
 def _figure(entry: Entry, measured: dict[str, Any]) -> str:
-    """The figure of a prediction without a Δ; ``WAITING`` while a measurement it names is missing or None."""
+    """The figure of a prediction without a Δ; ``WAITING`` while a measurement it names is missing, None or of arms
+    without runs."""
+    if any(measured.get(key) == NO_RUNS for _, key, _, _ in Formatter().parse(entry.figure) if key):
+        return WAITING
     try:
         return entry.figure.format_map(measured)
     except (KeyError, TypeError, ValueError):
@@ -64,13 +69,14 @@ def ledger_rows(entries: list[Entry], measured: dict[str, Any]) -> list[dict[str
     for entry in entries:
         if entry.number in DIFFERENCES:
             game, prefix, prediction = DIFFERENCES[entry.number]
-            result, holds, shows = _difference(prefix, prediction, measured)
+            result, verdict, shows = _difference(prefix, prediction, measured)
         else:
             game, result, shows = entry.game, _figure(entry, measured), ""
             holds = measured.get(f"prediction/{entry.number}")
-        verdict = "waiting" if holds is None else "holds" if holds else "**refuted**"
+            verdict = None if holds is None else HOLDS if holds else REFUTED
+        shown = "waiting" if verdict is None else SHOWN_AS[verdict]
         rows.append({"#": str(entry.number) if entry.number else "–", "game": game, "prediction": entry.says,
-                     "result": result, "verdict": verdict, "interval": shows})
+                     "result": result, "verdict": shown, "interval": shows})
     return rows
 
 
@@ -92,5 +98,6 @@ def plot_ledger(entries: list[Entry], measured: dict[str, Any], out: str | Path 
         ax.set_title(f"{game} (S: the mean evaluation return from {window} steps)", fontsize=10)
     save_figure(fig, out, dpi=120, bottom=0.06, caption=(
         f"Each prediction's Δ with its 95% percentile-bootstrap interval over seeds ({RESAMPLES:,} resamples) and "
-        "P(X > Y); red: the prediction is refuted; dashed: a bound on the interval's upper end."))
+        "P(X > Y); black: the prediction holds, red: refuted (the interval lies entirely on the wrong side of its "
+        "bound), orange: not shown (the interval straddles it); dashed: a bound other than 0."))
     return fig

@@ -16,12 +16,13 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from rlhelpers.report.curves import arm_curve, last_evaluation, mean_of_means, runs_by_arm
-from rlhelpers.report.experiment import ABLATION, Comparison, Prediction
+from rlhelpers.report.experiment import ABLATION, HOLDS, NOT_SHOWN, REFUTED, Comparison, Prediction
 from rlhelpers.report.plotting import arm_color, draw_seeds, label_steps, save_figure
 from rlhelpers.runner.store import RunRecord, read_runs
 
 RESAMPLES = 10_000
 NO_RUNS = "no runs"  # what a section measures of an arm that has no runs
+VERDICT_COLORS = {HOLDS: "0.2", REFUTED: "C3", NOT_SHOWN: "C1"}  # black, red, orange
 
 
 def seed_score(record: RunRecord, window: tuple[int, int]) -> float | None:
@@ -89,7 +90,7 @@ def measure_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION) -> di
     (the range of their first steps above it), ``training/<arm>`` (how many seeds are not finished yet) and
     ``last/<arm>`` (the mean of its seeds' last evaluation means), for each arm of ``comparison`` (``NO_RUNS`` for
     an arm without runs); and per prediction, x over y, once both arms have S for every seed: ``delta/<x>/<y>``
-    (Δ), ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``holds/<x>/<y>``."""
+    (Δ), ``interval/<x>/<y>`` (low, high), ``p/<x>/<y>`` (P(X > Y)) and ``verdict/<x>/<y>`` (``Prediction.verdict``)."""
     return measure_arms(arm_runs(runs_dir, comparison), comparison)
 
 
@@ -112,7 +113,7 @@ def measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> di
         if all(len(scores[arm]) == len(comparison.seeds) for arm in (prediction.x, prediction.y)):
             result = difference(scores[prediction.x], scores[prediction.y])
             found.update(result.keys(prediction.key))
-            found[f"holds/{prediction.key}"] = prediction.holds(result.low, result.high)
+            found[f"verdict/{prediction.key}"] = prediction.verdict(result.low, result.high)
     return found
 
 
@@ -197,11 +198,10 @@ def draw_differences(ax: Axes, found: dict[str, Any], rows: Sequence[tuple[Predi
             ax.text(0.5, y, waiting, ha="center", va="center", fontsize=8, transform=ax.get_yaxis_transform())
             continue
         (low, high), delta = found[key.format("interval")], found[key.format("delta")]
-        holds = found[key.format("holds")]
-        ax.errorbar(delta, y, xerr=[[delta - low], [high - delta]], fmt="o", color="0.2" if holds else "C3", capsize=4)
+        verdict = found[key.format("verdict")]
+        ax.errorbar(delta, y, xerr=[[delta - low], [high - delta]], fmt="o", color=VERDICT_COLORS[verdict], capsize=4)
         if prediction.below is not None:
             ax.plot([prediction.below] * 2, [y - 0.3, y + 0.3], "--", color="0.3", linewidth=1)
-        verdict = "holds" if holds else "refuted"
         ax.annotate(f"P = {found[key.format('p')]:.2f}; prediction {prediction.number} {verdict}", (delta, y),
                     xytext=(0, 9), textcoords="offset points", ha="center", fontsize=8)
     ax.axvline(0, color="0.3", linewidth=0.8)
