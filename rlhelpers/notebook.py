@@ -201,11 +201,11 @@ def scope_markdown(env_id: str, runs_dir: str, root: Path = Path(".")) -> str:
         f" They are not here ({pong} holds none): set `repo_url` to fetch them, or clone the repository.")
     if env_id == PONG.env_id:
         return (f"This report shows your runs in `{runs_dir}`: the results plot draws them beside the committed runs "
-                "(dashed), the table of appendix A.6 lists yours, *Your runs against the text* says which of the "
+                "(dashed), the table below it lists yours, *Your runs against the text* says which of the "
                 "text's figures they reproduce, and *Your analysis* is yours to write. The written analysis is about "
                 f"the committed runs in {pong}.{here}")
-    return (f"This report shows your runs of `{env_id}` in `{runs_dir}` under *Training* and *Results* and in the "
-            f"table of appendix A.6. Every other section is about the committed runs (Pong's in {pong}, "
+    return (f"This report shows your runs of `{env_id}` in `{runs_dir}` under *Training* and *Results* (the plot "
+            f"and its table). Every other section is about the committed runs (Pong's in {pong}, "
             f"Breakout's in {breakout}), not yours.{here}")
 
 

@@ -253,8 +253,12 @@ def test_the_colab_hand_in_survives_a_disconnect_and_shows_the_committed_runs(co
     for title in SECTIONS_WITH_FIGURES:
         assert "<img" in _section(html, title), f"no figure in {title}"
     last = after["history"][-1]["returns"]
-    assert f"{sum(last) / len(last):.2f} ±" in _section(html, "A.6 The runs of the comparison")
+    assert f"{sum(last) / len(last):.2f} ±" in _section(html, "Results")  # the table below the plot
     student = _section(html, "Your analysis")
     assert "Your own words (the assignment asks for them)" in student
+    headings = [title.strip() for title in re.findall(r"<h2[^>]*>([^<¶]+)", html)]
+    assert headings[headings.index("Results") + 1] == "Your analysis"  # where a grader reads it
+    method = _section(html, "Method")  # the formulas, then the code the trainer runs
+    assert all(name in method for name in ("a2c_loss", "task1_loss", "task2_loss", "ALGORITHMS", "returns"))
     print(f"Colab rehearsal: {time.monotonic() - started:.0f} s; killed at step {killed_at:,} after evaluations "
           f"{evaluated}; resumed to {steps}; sessions start at {[p['start_step'] for p in after['provenance']]}")

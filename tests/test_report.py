@@ -209,9 +209,9 @@ def test_a_report_of_another_game_carries_nothing_of_pong(tmp_path: Path) -> Non
     assert config["wandb_project"] == "breakout-actor-critic"
     table = _results_table(nb)
     assert table.startswith("**Runs on `BreakoutNoFrameskip-v4`**") and "first step >" not in table
-    first, last, appendix, committed = (next(i for i, c in enumerate(nb.cells) if c.source.startswith(heading))
-                                        for heading in ("## Training", "## What", "## A.6", "## A.7"))
-    ours = _text(nbformat.NotebookNode(cells=nb.cells[first:last] + nb.cells[appendix:committed]))  # of your runs
+    first, last = (next(i for i, c in enumerate(nb.cells) if c.source.startswith(heading))
+                   for heading in ("## Training", "## Your analysis"))
+    ours = _text(nbformat.NotebookNode(cells=nb.cells[first:last]))  # of your runs: training, plot and table
     assert "| a2c_seed-0 |" in ours  # the table of your runs is among them
     assert not re.search(r"pong|opponent|> 18|> -10", ours, re.IGNORECASE), ours  # no Pong word or threshold
     assert "Every other section is about the committed runs" in _text(nb)
@@ -282,6 +282,11 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     graders = (tmp_path / "graders.html").read_text()
     assert "data:image/png;base64," in graders and "<math" in graders  # the formulas typeset, for offline readers
     assert "injected-parameters" not in graders and "run_config(" not in graders
+    headings = [title.strip() for title in re.findall(r"<h2[^>]*>([^<¶]+)", graders)]
+    assert headings[headings.index("Method") + 1:headings.index("Results") + 2] == ["Training", "Results",
+                                                                                    "Your analysis"]
+    method = graders[graders.index(">Method<"):graders.index(">Training<")]  # the formulas, then the code
+    assert all(name in method for name in ("a2c_loss", "task1_loss", "task2_loss", "ALGORITHMS", "Conv2d"))
 
 
 def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:

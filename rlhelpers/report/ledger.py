@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from string import Formatter
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -17,7 +16,7 @@ from rlhelpers.report.claims import BREAKOUT_SECTIONS, PONG_SECTIONS, SIGNIFICAN
 from rlhelpers.report.experiment import HOLDS, NOT_SHOWN, REFUTED, Prediction
 from rlhelpers.report.plotting import save_figure
 from rlhelpers.report.results import markdown_table
-from rlhelpers.report.seeds import NO_RUNS, RESAMPLES, draw_differences
+from rlhelpers.report.seeds import RESAMPLES, draw_differences
 
 GAMES = (("Pong", PONG_SECTIONS), ("Breakout", BREAKOUT_SECTIONS))
 # Each prediction with a Δ, by number: its game, the prefix of its section's figures in ``claims.measure`` and itself.
@@ -53,10 +52,7 @@ def _difference(prefix: str, prediction: Prediction, measured: dict[str, Any]) -
 
 
 def _figure(entry: Entry, measured: dict[str, Any]) -> str:
-    """The figure of a prediction without a Δ; ``WAITING`` while a measurement it names is missing, None or of arms
-    without runs."""
-    if any(measured.get(key) == NO_RUNS for _, key, _, _ in Formatter().parse(entry.figure) if key):
-        return WAITING
+    """The figure of a prediction without a Δ; ``WAITING`` while a measurement it names is missing or None."""
     try:
         return entry.figure.format_map(measured)
     except (KeyError, TypeError, ValueError):
@@ -71,9 +67,9 @@ def ledger_rows(entries: list[Entry], measured: dict[str, Any]) -> list[dict[str
             game, prefix, prediction = DIFFERENCES[entry.number]
             result, verdict, shows = _difference(prefix, prediction, measured)
         else:
-            game, result, shows = entry.game, _figure(entry, measured), ""
-            holds = measured.get(f"prediction/{entry.number}")
+            holds, game, shows = measured.get(f"prediction/{entry.number}"), entry.game, ""
             verdict = None if holds is None else HOLDS if holds else REFUTED
+            result = WAITING if verdict is None else _figure(entry, measured)  # no figure shown before its verdict
         shown = "waiting" if verdict is None else SHOWN_AS[verdict]
         rows.append({"#": str(entry.number) if entry.number else "–", "game": game, "prediction": entry.says,
                      "result": result, "verdict": shown, "interval": shows})
