@@ -286,7 +286,7 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
     assert headings[headings.index("Method") + 1:headings.index("Results") + 2] == ["Training", "Results",
                                                                                     "Your analysis"]
     method = graders[graders.index(">Method<"):graders.index(">Training<")]  # the formulas, then the code
-    assert all(name in method for name in ("a2c_loss", "task1_loss", "task2_loss", "ALGORITHMS", "Conv2d"))
+    assert all(name in method for name in ("a2c_loss", "task1_loss", "task2_loss", "ALGORITHMS", "ActorCritic"))
 
 
 def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from rlhelpers.core import losses
 from rlhelpers.core.buffer import RolloutBuffer
 from rlhelpers.core.losses import ALGORITHMS, Algorithm, explained_variance
 from rlhelpers.core.trainer import Trainer
-from rlhelpers.report.source import algorithm_listing, losses_with_helpers
+from rlhelpers.report.source import algorithm_listing, code_of, losses_with_helpers
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "report.ipynb"
 
@@ -22,13 +22,25 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "report.ipynb"
 def test_the_listing_is_the_source_of_every_loss_of_the_table_what_it_calls_the_returns_and_the_table() -> None:
     listing = algorithm_listing(Trainer, ALGORITHMS, RolloutBuffer.returns, omit=[explained_variance])
     for algorithm in ALGORITHMS.values():
-        assert inspect.getsource(algorithm.loss) in listing
+        assert code_of(algorithm.loss) in listing
     for helper in (losses._policy_terms, losses._weighted, losses._all_action_loss):
-        assert inspect.getsource(helper) in listing
+        assert code_of(helper) in listing
     assert "def explained_variance" not in listing  # a logged statistic, left out as asked
-    assert textwrap.dedent(inspect.getsource(RolloutBuffer.returns)) in listing
+    assert code_of(RolloutBuffer.returns) in listing
     assert 'ALGORITHMS: dict[str, Algorithm] = {\n    "a2c": Algorithm(a2c_loss, "V"' in listing
     assert len(listing.splitlines()) <= 100
+
+
+def test_the_code_is_the_source_without_its_docstring() -> None:
+    source, code = inspect.getsource(losses.a2c_loss), code_of(losses.a2c_loss)
+    assert '"""' in source and '"""' not in code
+    assert [line for line in source.splitlines() if line in code.splitlines()] == code.splitlines()
+    assert len(source.splitlines()) - len(code.splitlines()) == len(str(inspect.getdoc(losses.a2c_loss)).splitlines())
+
+    def undocumented(x: int) -> int:
+        return x
+
+    assert code_of(undocumented) == textwrap.dedent(inspect.getsource(undocumented))
 
 
 def test_another_table_shows_its_own_losses_and_a_trainer_that_calls_none_is_refused() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 
 class RolloutBuffer:
@@ -24,7 +25,7 @@ class RolloutBuffer:
         self.truncated = torch.zeros(shape, dtype=torch.bool, device=device)
         self.truncation_values = torch.zeros(shape, device=device)
 
-    def returns(self, last_values: torch.Tensor, gamma: float) -> torch.Tensor:
+    def returns(self, last_values: Tensor, gamma: float) -> Tensor:
         """n-step returns R_t of the stored rollout, computed backwards over its (n_steps, n_envs) steps.
 
         R_t = r_t + gamma * 0              if the episode terminated at t (a real end: nothing follows),

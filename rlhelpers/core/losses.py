@@ -14,19 +14,20 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-Stats = dict[str, torch.Tensor]
-LossFn = Callable[..., tuple[torch.Tensor, Stats]]
+Stats = dict[str, Tensor]
+LossFn = Callable[..., tuple[Tensor, Stats]]
 
 
-def state_value(logits: torch.Tensor, critic: torch.Tensor) -> torch.Tensor:
+def state_value(logits: Tensor, critic: Tensor) -> Tensor:
     """V(s) for bootstrapping: the critic itself when it has one output, else V~(s) = sum_a pi(a|s) Q(s,a)."""
     if critic.shape[-1] == 1:
         return critic.squeeze(-1)
     return (torch.softmax(logits, dim=-1) * critic).sum(-1)
 
 
-def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def explained_variance(predicted: Tensor, target: Tensor) -> Tensor:
     """1 - Var[target - predicted] / Var[target] (1 is perfect, 0 is no better than a constant).
 
     NaN when the target is constant, where it is undefined (as in Stable-Baselines3). Constancy is
@@ -36,7 +37,7 @@ def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> torch.T
     return torch.where(constant, torch.nan, 1.0 - (target - predicted).var() / target.var())
 
 
-def _policy_terms(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _policy_terms(logits: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """log pi(.|s), pi(.|s) and the batch's mean entropy mean(H)."""
     log_probs = torch.log_softmax(logits, dim=-1)
     probs = log_probs.exp()
@@ -44,8 +45,8 @@ def _policy_terms(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
     return log_probs, probs, entropy
 
 
-def _weighted(actor_loss: torch.Tensor, critic_loss: torch.Tensor, entropy: torch.Tensor, predicted: torch.Tensor,
-              returns: torch.Tensor, pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[torch.Tensor, Stats]:
+def _weighted(actor_loss: Tensor, critic_loss: Tensor, entropy: Tensor, predicted: Tensor,
+              returns: Tensor, pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[Tensor, Stats]:
     """pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy, and the statistics of the terms."""
     loss = pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy
     return loss, {
@@ -56,8 +57,8 @@ def _weighted(actor_loss: torch.Tensor, critic_loss: torch.Tensor, entropy: torc
     }
 
 
-def a2c_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
-             pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[torch.Tensor, Stats]:
+def a2c_loss(logits: Tensor, critic: Tensor, actions: Tensor, returns: Tensor,
+             pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[Tensor, Stats]:
     """loss = -pg_coef * mean(A_t log pi(a_t|s_t)) + vf_coef * MSE(V(s_t), R_t) - ent_coef * mean(H),
     with A_t = R_t - V(s_t) treated as a constant."""
     log_probs, _, entropy = _policy_terms(logits)
@@ -67,8 +68,8 @@ def a2c_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, 
     return _weighted(actor_loss, F.mse_loss(values, returns), entropy, values, returns, pg_coef, vf_coef, ent_coef)
 
 
-def _all_action_loss(logits: torch.Tensor, q_values: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
-                     coefs: tuple[float, float, float], baseline: bool) -> tuple[torch.Tensor, Stats]:
+def _all_action_loss(logits: Tensor, q_values: Tensor, actions: Tensor, returns: Tensor,
+                     coefs: tuple[float, float, float], baseline: bool) -> tuple[Tensor, Stats]:
     """task1's loss, or with ``baseline`` task2's; ``coefs`` are pg_coef, vf_coef and ent_coef."""
     log_probs, probs, entropy = _policy_terms(logits)
     q_sa = q_values.gather(1, actions.unsqueeze(1)).squeeze(1)
@@ -77,16 +78,16 @@ def _all_action_loss(logits: torch.Tensor, q_values: torch.Tensor, actions: torc
     return _weighted(actor_loss, F.mse_loss(q_sa, returns), entropy, q_sa, returns, *coefs)
 
 
-def task1_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
-               pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[torch.Tensor, Stats]:
+def task1_loss(logits: Tensor, critic: Tensor, actions: Tensor, returns: Tensor,
+               pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[Tensor, Stats]:
     """All-action actor-critic:
     loss = -pg_coef * mean_s sum_a pi(a|s) Q(s,a).detach() + vf_coef * MSE(Q(s_t,a_t), R_t) - ent_coef * mean(H).
     The executed actions enter only the critic loss."""
     return _all_action_loss(logits, critic, actions, returns, (pg_coef, vf_coef, ent_coef), baseline=False)
 
 
-def task2_loss(logits: torch.Tensor, critic: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor,
-               pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[torch.Tensor, Stats]:
+def task2_loss(logits: Tensor, critic: Tensor, actions: Tensor, returns: Tensor,
+               pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[Tensor, Stats]:
     """task1 with the baseline V~(s) = sum_a pi(a|s) Q(s,a):
     actor loss = -mean_s sum_a pi(a|s) (Q(s,a) - V~(s)).detach(); critic and entropy terms as task1.
     Since sum_a grad pi(a|s) = 0, its actor gradient equals task1's in exact arithmetic."""

@@ -39,28 +39,37 @@ def losses_with_helpers(table: dict[str, Algorithm],
     return shown
 
 
+def code_of(function: Callable[..., Any]) -> str:
+    """The source of ``function``, dedented, without its docstring (the Method's formulas say the same)."""
+    source = textwrap.dedent(inspect.getsource(function))
+    body = ast.parse(source).body[0]
+    assert isinstance(body, ast.FunctionDef)  # a function's source
+    first = body.body[0]
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value,
+                                                                                                  str)):
+        return source
+    lines = source.splitlines(keepends=True)
+    assert first.end_lineno is not None  # parsed from source
+    return "".join(lines[:first.lineno - 1] + lines[first.end_lineno:])
+
+
 def assignment_source(module: ModuleType, name: str) -> str:
-    """The lines of the module-level assignment of ``name`` in ``module``, with the comment lines right above it."""
+    """The lines of the module-level assignment of ``name`` in ``module``."""
     source = inspect.getsource(module)
     node = next(node for node in ast.parse(source).body if isinstance(node, ast.Assign | ast.AnnAssign)
                 and name in [ast.unparse(t) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])])
-    lines = source.splitlines()
-    start = node.lineno - 1
-    while start > 0 and lines[start - 1].startswith("#"):
-        start -= 1
-    return "\n".join(lines[start:node.end_lineno])
+    return "\n".join(source.splitlines()[node.lineno - 1:node.end_lineno])
 
 
 def algorithm_listing(trainer: type, table: dict[str, Algorithm], returns: Callable[..., Any],
                       omit: Collection[Callable[..., Any]] = ()) -> str:
-    """The source of the ``table``'s losses (``losses_with_helpers``, without ``omit``), of the n-step ``returns``
-    and of the table (where its losses' module defines it), after checking that ``trainer``'s update calls a loss and
-    ``returns`` (a ``ValueError`` otherwise)."""
+    """The code (``code_of``) of the ``table``'s losses (``losses_with_helpers``, without ``omit``) and of the n-step
+    ``returns``, then the source of the table (where its losses' module defines it), after checking that
+    ``trainer``'s update calls a loss and ``returns`` (a ``ValueError`` otherwise)."""
     update = inspect.getsource(trainer.update)  # type: ignore[attr-defined]  # a Trainer class
     if ".loss(" not in update or f".{returns.__name__}(" not in update:
         raise ValueError(f"{trainer.__name__}.update calls no table loss or no {returns.__name__}")
-    parts = [inspect.getsource(f) for f in losses_with_helpers(table, omit)]
-    parts.append(textwrap.dedent(inspect.getsource(returns)))
+    parts = [code_of(f) for f in [*losses_with_helpers(table, omit), returns]]
     module = inspect.getmodule(next(iter(table.values())).loss)
     if module is not None:  # the table, where its losses' module defines it
         parts += [assignment_source(module, name) for name, value in vars(module).items() if value is table][:1]
