@@ -234,6 +234,25 @@ class Session:
         self.lock.heartbeat()
         return time.monotonic()
 
+    def snapshot(self) -> None:
+        """Save the model's weights at this step (snapshots/, for the analysis)."""
+        self.run_dir.save_snapshot(self.trainer.snapshot(), self.trainer.num_timesteps)
+
+    def log(self, window: list[dict[str, float]], seconds: float) -> None:
+        """Log a line of training metrics: the mean of each update statistic over ``window``, the steps per second
+        over the ``seconds`` it took, the training games' scores; then the games that ended, and a heartbeat."""
+        trainer = self.trainer
+        metrics = {f"losses/{key}": value for key, value in finite_means(window).items()}
+        metrics["charts/fps"] = len(window) * self.config.batch_size / max(seconds, 1e-9)
+        if trainer.episode_returns:
+            metrics["charts/episode_return"] = float(np.mean(trainer.episode_returns))
+            metrics["charts/episode_length"] = float(np.mean(trainer.episode_lengths))
+        if (reward_mean_100 := trainer.reward_mean_100()) is not None:
+            metrics["charts/reward_mean_100"] = reward_mean_100
+        self.tracker.log(metrics, trainer.num_timesteps)
+        self.log_games()
+        self.lock.heartbeat()
+
     def evaluate(self) -> float:
         """Evaluate the policy, add the evaluation to the record, log it and checkpoint; return its mean return."""
         seconds = round(time.monotonic() - self.clock_origin, 3)  # trained before this evaluation
@@ -247,6 +266,32 @@ class Session:
 def _next_multiple(step: int, interval: int) -> int:
     """The first multiple of ``interval`` after ``step``."""
     return (step // interval + 1) * interval
+
+
+@dataclass
+class Cadence:
+    """Something a run does every ``interval`` steps (or updates): due once the count reaches ``next``."""
+
+    interval: int
+    next: int
+
+    def due(self, count: int) -> bool:
+        return count >= self.next
+
+    def done(self, count: int) -> None:
+        """Done at ``count``: due again at the next multiple of the interval."""
+        self.next = _next_multiple(count, self.interval)
+
+
+@dataclass
+class Timer:
+    """Something a run does every ``interval_s`` seconds of wall-clock time, counted from when it was last done."""
+
+    interval_s: float
+    last: float = dataclasses.field(default_factory=time.monotonic)
+
+    def due(self) -> bool:
+        return time.monotonic() - self.last >= self.interval_s
 
 
 def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
@@ -302,60 +347,59 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
 
 
 def _train_loop(session: Session, bar: tqdm, stop: StopRequest) -> str:
-    """Train until the budget is spent, an evaluation exceeds ``stop_return`` or a stop signal; return why."""
+    """Train until the budget is spent, an evaluation exceeds ``stop_return`` or a stop signal; return why.
+
+    Each step, in this order: a snapshot when one is due; an evaluation when one is due, or once the budget is spent,
+    then a checkpoint; an update; a line of metrics every ``LOG_INTERVAL`` steps (in whole updates); a timed checkpoint
+    every ``checkpoint_interval_s``, put off when an evaluation comes next (rewriting checkpoint-<step>.pt in place is
+    what a synced folder such as Drive may lose). A stop signal checkpoints and returns at once."""
     trainer, cfg, last = session.trainer, session.config, session.record.last
     if last is not None and exceeds(last.mean, cfg.stop_return):
         return "stop_return"
-    eval_interval = cfg.eval_interval
-    assert eval_interval is not None  # the run's default, set by TrainConfig.__post_init__
-    next_eval = _next_multiple(last.step, eval_interval) if last is not None else 0
-    next_snapshot = _next_multiple(trainer.num_timesteps - 1, cfg.snapshot_interval)
+    assert cfg.eval_interval is not None  # the run's default, set by TrainConfig.__post_init__
+    evaluations = Cadence(cfg.eval_interval, _next_multiple(last.step, cfg.eval_interval) if last is not None else 0)
+    snapshots = Cadence(cfg.snapshot_interval, _next_multiple(trainer.num_timesteps - 1, cfg.snapshot_interval))
+    log_every = max(1, LOG_INTERVAL // cfg.batch_size)  # in updates
+    logs = Cadence(log_every, _next_multiple(trainer.n_updates, log_every))
+    checkpoints = Timer(cfg.checkpoint_interval_s)
     snapshot_step = None  # the step of this session's newest snapshot
-    log_every = max(1, LOG_INTERVAL // cfg.batch_size)
     window: list[dict[str, float]] = []  # the statistics of the updates since the last log line
-    last_save = log_time = time.monotonic()
-    log_steps = trainer.num_timesteps
+    window_start = time.monotonic()
+
+    def evaluation_due() -> bool:
+        evaluated = session.record.last is not None and session.record.last.step == trainer.num_timesteps
+        return evaluations.due(trainer.num_timesteps) or (budget_spent() and not evaluated)
+
+    def budget_spent() -> bool:
+        return trainer.num_timesteps >= cfg.total_timesteps
+
     while True:
-        if trainer.num_timesteps >= next_snapshot:
-            session.run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
-            snapshot_step, next_snapshot = trainer.num_timesteps, _next_multiple(trainer.num_timesteps,
-                                                                                 cfg.snapshot_interval)
-        budget_spent = trainer.num_timesteps >= cfg.total_timesteps
-        evaluated_last = session.record.last is not None and session.record.last.step == trainer.num_timesteps
-        if trainer.num_timesteps >= next_eval or (budget_spent and not evaluated_last):
+        if snapshots.due(trainer.num_timesteps):
+            session.snapshot()
+            snapshot_step = trainer.num_timesteps
+            snapshots.done(trainer.num_timesteps)
+        if evaluation_due():
             mean_return = session.evaluate()
-            next_eval = _next_multiple(trainer.num_timesteps, eval_interval)
-            last_save = session.checkpoint()
+            evaluations.done(trainer.num_timesteps)
+            checkpoints.last = session.checkpoint()
             bar.set_postfix_str(f"eval {mean_return:.1f}", refresh=False)
             if exceeds(mean_return, cfg.stop_return):
                 stop_reason = "stop_return"
                 break
-        if budget_spent:
+        if budget_spent():
             stop_reason = "total_timesteps"
             break
         window.append(trainer.train_iteration())
         bar.update(cfg.batch_size)
-        if trainer.n_updates % log_every == 0:
-            now = time.monotonic()
-            metrics = {f"losses/{key}": value for key, value in finite_means(window).items()}
-            window = []
-            metrics["charts/fps"] = (trainer.num_timesteps - log_steps) / max(now - log_time, 1e-9)
-            if trainer.episode_returns:
-                metrics["charts/episode_return"] = float(np.mean(trainer.episode_returns))
-                metrics["charts/episode_length"] = float(np.mean(trainer.episode_lengths))
-            if (reward_mean_100 := trainer.reward_mean_100()) is not None:
-                metrics["charts/reward_mean_100"] = reward_mean_100
-            session.tracker.log(metrics, trainer.num_timesteps)
-            session.log_games()
-            log_time, log_steps = now, trainer.num_timesteps
-            session.lock.heartbeat()
-        # A timed save is skipped when an evaluation (which checkpoints) comes next at this very step:
-        # rewriting checkpoint-<step>.pt in place is what a synced folder such as Drive may lose.
-        evaluates_next = trainer.num_timesteps >= min(next_eval, cfg.total_timesteps)
-        if stop.requested or (time.monotonic() - last_save >= cfg.checkpoint_interval_s and not evaluates_next):
-            last_save = session.checkpoint()
+        if logs.due(trainer.n_updates):
+            session.log(window, time.monotonic() - window_start)
+            window, window_start = [], time.monotonic()
+            logs.done(trainer.n_updates)
+        evaluates_next = trainer.num_timesteps >= min(evaluations.next, cfg.total_timesteps)
+        if stop.requested or (checkpoints.due() and not evaluates_next):
+            checkpoints.last = session.checkpoint()
             if stop.requested and stop.received is not None:
                 return f"stopped by {stop.received.name}"
     if snapshot_step != trainer.num_timesteps:  # the final weights, unless the schedule just saved them
-        session.run_dir.save_snapshot(trainer.snapshot(), trainer.num_timesteps)
+        session.snapshot()
     return stop_reason
