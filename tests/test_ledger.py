@@ -21,8 +21,10 @@ from rlhelpers.report.experiment import (
     REFUTED,
     Prediction,
 )
+from rlhelpers.report.games import plot_third_game, third_game_markdown, training_score, training_scores
 from rlhelpers.report.ledger import DIFFERENCES, Entry, ledger_rows, plot_ledger
 from rlhelpers.report.seeds import difference, gap_share
+from rlhelpers.runner.store import read_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 BREAKOUT_FINALS = {"a2c": [40.0, 30.0, 26.0], "task1": [5.0, 8.0, 6.0], "task1-pg1": [30.0, 12.0, 20.0],
@@ -196,3 +198,19 @@ def test_the_course_s_figure_on_the_third_game_is_each_env_s_last_100_games_aver
     found = claims.measure(tmp_path / "pong", None, spaceinvaders_dir=tmp_path)
     assert found["spaceinvaders/reward_mean_100"] == pytest.approx((min(600.0, second), 600.0))
     assert found["prediction/20"] is full_mark
+
+
+def test_the_third_game_s_table_and_figure_show_each_run_s_training_score_beside_its_evaluations(
+        tmp_path: Path) -> None:
+    write_spaceinvaders_run(tmp_path, 0, {0: [0.0] * 50 + [800.0] * 100, 1: [400.0] * 100}, 10_000_000)
+    records = [r for r in read_runs(tmp_path) if r.name == "a2c_seed-0"]
+    scores = training_scores(records[0])
+    assert [s.step for s in scores] == [1_000 * (i + 1) for i in range(150, 250, 10)]  # from env 1's first game on
+    assert scores[-1] == training_score(records[0]) and scores[-1].reward_mean_100 == pytest.approx(600.0)
+    assert training_score(records[0], 171_000) == scores[2] and training_score(records[0], 150_000) is None
+    table = third_game_markdown(records)
+    assert "| a2c_seed-0 | 10,000,000 | 300.0 ± 1.0 | 600.0 | 400.0 | 250 |" in table
+    assert third_game_markdown([]).startswith("*No SpaceInvaders runs yet")
+    fig = plot_third_game(records, tmp_path / "spaceinvaders.png")
+    (ax,) = fig.axes
+    assert len(ax.lines) == 2 + 3 and (tmp_path / "spaceinvaders.png").stat().st_size > 0  # 2 curves, 3 bars

@@ -147,6 +147,9 @@ SPACE_INVADERS = Experiment("SpaceInvadersNoFrameskip-v4", ("a2c",), (0, 100), f
                             settings={"life_loss": True, "eval_interval": 500_000})
 
 COURSE_GOOD, COURSE_FULL_MARK = 400.0, 600.0  # the course's bar on reward_mean_100 at 10M; prediction 20: both seeds
+# A2C at 10M steps in rl-baselines3-zoo's benchmark.md: one agent's mean game score, stochastic policy, 162 games.
+PUBLISHED_SPACE_INVADERS = (627.2, "rl-baselines3-zoo")
+SPACE_INVADERS_FIGURE = "spaceinvaders.png"
 
 EXPERIMENTS = {"pong": PONG, "breakout": BREAKOUT, "spaceinvaders": SPACE_INVADERS}
 
