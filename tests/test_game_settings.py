@@ -66,7 +66,6 @@ def test_life_loss_ends_training_episodes_while_whole_games_are_counted_and_the_
             trainer.collect_rollout()
             terminations += int(trainer.buffer.terminated.sum())
             assert not trainer.buffer.actions.any()  # the agent's NOOPs, not the FIREs played in their place
-            trainer.acting_trunks = []
     finally:
         trainer.close()
     games = len(trainer.episode_lengths)

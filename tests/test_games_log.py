@@ -44,7 +44,6 @@ def test_games_are_counted_whole_and_by_env_while_each_lost_life_ends_a_training
         for _ in range(300):  # 1,500 steps per env: a game of an untrained policy lasts about 700
             trainer.collect_rollout()
             terminations += int(trainer.buffer.terminated.sum())
-            trainer.acting_trunks = []
     finally:
         trainer.close()
     games = trainer.take_games()

@@ -128,7 +128,7 @@ def test_the_update_through_the_acting_passes_has_the_gradient_of_a_new_pass_ove
         for _ in range(3):  # away from the initial weights, where the policy gradient is tiny
             trainer.train_iteration()
         trainer.collect_rollout()
-        assert len(trainer.acting_trunks) == (0 if reforward else trainer.config.n_steps)
+        assert len(trainer.trunks.kept) == (0 if reforward else trainer.config.n_steps)
         weights = copy.deepcopy(trainer.model)
         cfg, buf = trainer.config, trainer.buffer
         returns = buf.returns(trainer._values(trainer.obs), cfg.gamma).flatten()

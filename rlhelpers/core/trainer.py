@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Callable
 from typing import Any, cast
 
 import gymnasium as gym
@@ -19,11 +18,11 @@ from gymnasium.vector import VectorEnv
 
 from rlhelpers.core.buffer import RolloutBuffer
 from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, filled, resolve_device
-from rlhelpers.core.envs import atari_game, make_vec_env, send_actions
+from rlhelpers.core.envs import EnvGroups, atari_game, make_vec_env
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import Evaluation, evaluate_policy
 from rlhelpers.core.losses import ALGORITHMS, state_value
-from rlhelpers.core.networks import ActorCritic, build_model, sample_actions
+from rlhelpers.core.networks import ActingTrunks, ActorCritic, build_model, sample_actions
 from rlhelpers.core.optim import RMSpropTFLike
 
 CHECKPOINT_FORMAT = 2
@@ -73,13 +72,11 @@ class Trainer:
             torch.backends.cudnn.allow_tf32 = False
         torch.manual_seed(config.seed)
         random.seed(config.seed)
-        # Consecutive envs in groups, each its own vector env (collect_rollout overlaps them).
         n_envs = filled(config.n_envs, "n_envs")
-        bounds = np.linspace(0, n_envs, env_group_count(config, self.device) + 1).round().astype(int)
-        self.groups = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        self.envs = [make_vec_env(config.env_id, envs.stop - envs.start, num_threads=config.env_threads,
-                                  episode_statistics=False, life_loss=config.life_loss, fire_reset=config.fire_reset)
-                     for envs in self.groups]
+        self.env_groups = EnvGroups(n_envs, env_group_count(config, self.device), lambda size: make_vec_env(
+            config.env_id, size, num_threads=config.env_threads, episode_statistics=False, life_loss=config.life_loss,
+            fire_reset=config.fire_reset))
+        self.envs = self.env_groups.envs
         self.eval_env: VectorEnv | None = None
         # check_supported admits discrete actions, and observations in a Box (Atari frames or a flat vector).
         obs_space = cast(gym.spaces.Box, self.envs[0].single_observation_space)
@@ -101,15 +98,21 @@ class Trainer:
         self.new_games: list[tuple[int, float, int]] = []  # (env, return, length)
         # The CUDA random state of the run, kept while it trains on another device so that it continues later.
         self.cuda_rng_state: torch.Tensor | None = None
-        self.acting_trunks: list[torch.Tensor] = []  # the encoder's trunk outputs in a rollout's acting passes
-        # On a GPU the update runs the network again over the rollout: 1.10x and 1.22x faster there (bench/results/).
-        self.reforward = self.device.type == "cuda"
+        self.trunks = ActingTrunks(self.model, reforward=self.device.type == "cuda")
         self.restart_episodes(config.seed)
+
+    @property
+    def reforward(self) -> bool:
+        """Whether the update runs the network again over the rollout (``ActingTrunks``): a GPU trainer's choice."""
+        return self.trunks.reforward
+
+    @reforward.setter
+    def reforward(self, value: bool) -> None:
+        self.trunks.reforward = value
 
     def restart_episodes(self, seed: int) -> None:
         """Reset every training env with ``seed`` (env i gets seed + i), abandoning the episodes in progress."""
-        obs = [env.reset(seed=seed + envs.start)[0] for env, envs in zip(self.envs, self.groups, strict=True)]
-        self.obs = torch.as_tensor(np.concatenate(obs), device=self.device)
+        self.obs = torch.as_tensor(self.env_groups.reset(seed), device=self.device)
         n_envs = filled(self.config.n_envs, "n_envs")
         self.running_returns = np.zeros(n_envs)  # of the episodes in progress, true game scores
         self.running_lengths = np.zeros(n_envs, dtype=np.int64)
@@ -120,40 +123,21 @@ class Trainer:
         return state_value(*self.model(obs))
 
     def collect_rollout(self) -> None:
-        """Play n_steps in every training env with actions sampled from pi, filling the buffer.
+        """Play n_steps in every training env, filling the buffer: act (sample from pi), step, store.
 
-        The envs step in ``env_group_count`` groups: a group's step is sent, and while the env computes it
-        the network chooses the next group's actions; its results are received when the group acts again.
-        Actions are drawn group after group in env order, as one draw for all envs would draw them.
-
-        With autograd enabled (as in ``train_iteration``) and unless ``self.reforward`` (a GPU's choice), the
-        acting passes keep the graph of the encoder's trunk (its convolutions): ``update`` runs the rest of the
-        network once on the whole rollout's trunk outputs and back-propagates through them, instead of running the
-        network again over the stored observations. The gradient is the same, since one update per rollout uses
-        the weights that acted; on a CPU this saves the convolutions' second forward pass (docs/throughput.md).
-        """
-        buf, n_steps = self.buffer, self.config.n_steps
-        self.acting_trunks = []
-        obs = [self.obs[envs] for envs in self.groups]  # replaced, never written: autograd may hold them
-        receive: list[Callable[[], tuple] | None] = [None] * len(self.envs)
-        for t in range(n_steps + 1):
-            for g, (env, envs) in enumerate(zip(self.envs, self.groups, strict=True)):
-                if (receive_step := receive[g]) is not None:
-                    obs[g] = self._store_step(t - 1, envs, *receive_step())
-                if t == n_steps:
-                    continue
-                buf.observations[t, envs].copy_(obs[g])
-                with torch.set_grad_enabled(torch.is_grad_enabled() and not self.reforward):
-                    trunk_out = self.model.encoder.trunk(obs[g])
-                if not self.reforward:
-                    self.acting_trunks.append(trunk_out)
-                with torch.no_grad():
-                    logits, _ = self.model.heads(trunk_out)
-                actions = sample_actions(logits)
-                buf.actions[t, envs].copy_(actions)
-                receive[g] = send_actions(env, actions.cpu().numpy())
-        self.obs = torch.cat(obs)
+        The env groups overlap the network's work with the emulator's (``EnvGroups``); the acting passes keep the
+        encoder trunk's outputs for the update (``ActingTrunks``)."""
+        self.trunks.start()
+        obs = [self.obs[envs] for envs in self.env_groups.slices]  # replaced, never written: autograd may hold them
+        self.obs = torch.cat(self.env_groups.play(self.config.n_steps, obs, self._act, self._store_step))
         self.num_timesteps += self.config.batch_size
+
+    def _act(self, t: int, envs: slice, obs: torch.Tensor) -> np.ndarray:
+        """Store the observations of the envs ``envs`` at step ``t`` and the actions sampled for them from pi."""
+        self.buffer.observations[t, envs].copy_(obs)
+        actions = sample_actions(self.trunks.logits(obs))
+        self.buffer.actions[t, envs].copy_(actions)
+        return actions.cpu().numpy()
 
     def _store_step(self, t: int, envs: slice, next_obs: np.ndarray | torch.Tensor, rewards: np.ndarray,
                     terminated: np.ndarray, truncated: np.ndarray, info: dict) -> torch.Tensor:
@@ -204,10 +188,7 @@ class Trainer:
         ``self.reforward`` a new pass over its observations); returns its statistics as floats."""
         cfg = self.config
         returns = self.buffer.returns(self._values(self.obs), cfg.gamma).flatten()
-        trunks = (self.model.encoder.trunk(self.buffer.observations.flatten(0, 1)) if self.reforward
-                  else torch.cat(self.acting_trunks))
-        logits, critic = self.model.heads(trunks)
-        self.acting_trunks = []  # the graph is freed by the backward pass below
+        logits, critic = self.trunks.outputs(self.buffer.observations.flatten(0, 1))
         loss, stats = ALGORITHMS[cfg.algo].loss(logits, critic, self.buffer.actions.flatten(), returns,
                                                 pg_coef=cfg.pg_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
         self.optimizer.zero_grad(set_to_none=True)
@@ -286,8 +267,7 @@ class Trainer:
 
     def close(self) -> None:
         """Close the training and evaluation envs, and give torch's thread count and float32 precision back."""
-        for env in self.envs:
-            env.close()
+        self.env_groups.close()
         if self.eval_env is not None:
             self.eval_env.close()
         threads, precision, torch.backends.cudnn.allow_tf32 = self.torch_settings
