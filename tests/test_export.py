@@ -79,7 +79,7 @@ def test_readme_exports_typeset_every_formula_as_mathml(tmp_path: Path) -> None:
     """Offline, a formula left as LaTeX for MathJax shows as its source: the exported page holds none, and
     each formula of the Method section is a MathML element. The notebook's Markdown keeps its LaTeX."""
     formulas = method_formulas()
-    assert len(formulas) >= 15 and formulas.count("block") == 2  # the losses, the notation, the returns
+    assert len(formulas) >= 18 and formulas.count("block") == 2  # every formula the Method holds today
     (tmp_path / "out.ipynb").write_text((ROOT / "report.ipynb").read_text())
     for command in readme_export_commands():
         page = BeautifulSoup(run_export(command, tmp_path), "html.parser")
