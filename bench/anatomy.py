@@ -1,5 +1,5 @@
-"""The package's anatomy: code lines per layer, the runner's modules and the imports between them, and how often the
-package's names use each word of its vocabulary. Run from the repository root (on any commit, to compare)::
+"""The helper package's anatomy: code lines per layer (and the study's package beside it), the runner's modules
+and the imports between them, and how often the package's names use each word of its vocabulary. Run from the repository root (on any commit, to compare)::
 
     python -m bench.anatomy
 
@@ -93,8 +93,11 @@ def word_count(words: Counter[str], names: Counter[str], word: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--package", default=str(ROOT / "rlhelpers"), help="the package's directory")
-    package = Path(parser.parse_args().package)
+    parser.add_argument("--package", default=str(ROOT / "rlhelpers"), help="the helper package's directory")
+    parser.add_argument("--study", default=str(ROOT / "allaction"),
+                        help="the study's package directory, counted beside the helper where it exists")
+    args = parser.parse_args()
+    package, study = Path(args.package), Path(args.study)
     modules = module_names(package)
     lines = {name: code_lines(path) for name, path in modules.items()}
 
@@ -108,7 +111,9 @@ def main() -> None:
         per_layer[layer(name)] += count
     for name in ("core", "runner", "report", "top level"):
         print(f"  {name:<10} {per_layer[name]:>6,}")
-    print(f"  {'package':<10} {sum(lines.values()):>6,}")
+    print(f"  {package.name:<10} {sum(lines.values()):>6,}")
+    if study.is_dir():
+        print(f"  {study.name:<10} {sum(map(code_lines, module_names(study).values())):>6,}  (the study, above it)")
 
     graph = import_graph(package)
     runner = sorted(name for name in modules if layer(name) == "runner" and not name.endswith(".runner"))

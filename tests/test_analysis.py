@@ -13,9 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlhelpers.core.networks import ActorCritic, build_model
-from rlhelpers.core.optim import RMSpropTFLike
-from rlhelpers.report.analysis import (
+from allaction.analysis import (
     METHOD_VERSION,
     Batch,
     a2c_estimator_variance,
@@ -29,8 +27,10 @@ from rlhelpers.report.analysis import (
     stage_steps,
     task_gradient_agreement,
 )
-from rlhelpers.report.experiment import ANALYSIS_JSON
-from rlhelpers.report.results import history_divergence
+from allaction.experiment import ANALYSIS_JSON
+from allaction.results import history_divergence
+from rlhelpers.core.networks import ActorCritic, build_model
+from rlhelpers.core.optim import RMSpropTFLike
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import train
 from rlhelpers.runner.store import read_runs
@@ -156,7 +156,7 @@ def test_a2c_variance_of_two_samples_is_their_half_distance_squared() -> None:
 
 
 def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tmp_path, monkeypatch) -> None:
-    import rlhelpers.report.analysis as analysis
+    import allaction.analysis as analysis
 
     train_cartpole("task1", tmp_path, 400)
     settings: dict[str, Any] = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
@@ -175,7 +175,7 @@ def test_a_snapshot_measured_before_is_kept_unless_it_or_the_settings_changed(tm
 
 
 def test_write_analysis_keeps_its_earlier_results_and_survives_a_foreign_file(tmp_path, monkeypatch) -> None:
-    import rlhelpers.report.analysis as analysis
+    import allaction.analysis as analysis
 
     train_cartpole("a2c", tmp_path / "runs", 200)
     measured: list[int] = []
@@ -214,7 +214,7 @@ def interrupted_at(n: int, collect, calls: list):  # noqa: ANN001, ANN201
 def test_write_analysis_saves_each_snapshot_as_it_is_measured(tmp_path, monkeypatch) -> None:
     """A stop in the middle (here an error at the second snapshot) keeps the first snapshot's entry, and the
     next call measures only what is missing."""
-    import rlhelpers.report.analysis as analysis
+    import allaction.analysis as analysis
 
     train_cartpole("a2c", tmp_path / "runs", 200)
     measured: list[int] = []
@@ -233,7 +233,7 @@ def test_write_analysis_saves_each_snapshot_as_it_is_measured(tmp_path, monkeypa
 def test_a_stop_while_measuring_keeps_the_earlier_entries_not_reached_yet(tmp_path, monkeypatch) -> None:
     """Snapshots 0 and 200 rewritten, so both are measured again; a stop at the second keeps the entry of 400,
     which the loop had not reached, in the saved file."""
-    import rlhelpers.report.analysis as analysis
+    import allaction.analysis as analysis
 
     train_cartpole("a2c", tmp_path / "runs", 400)
     out = tmp_path / "analysis.json"
@@ -323,7 +323,7 @@ def test_stages_are_steps_every_run_has_then_each_runs_last() -> None:
 def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_steps(tmp_path, monkeypatch) -> None:
     import shutil
 
-    import rlhelpers.report.analysis as analysis
+    import allaction.analysis as analysis
 
     for algo in ("a2c", "task1"):
         train_cartpole(algo, tmp_path, 400)
@@ -363,7 +363,7 @@ def test_runs_whose_snapshots_are_gone_keep_their_results_and_set_the_shared_ste
 def test_a_run_measured_in_a_runs_directory_of_its_own_keeps_every_other_runs_results(tmp_path) -> None:
     """analyze of one new run, written into the committed analysis.json, adds that run's entries and keeps every
     committed run's entries and optimizer regime, though none of those runs is in its runs directory."""
-    import rlhelpers.report.analysis as analysis
+    import allaction.analysis as analysis
 
     train_cartpole("a2c", tmp_path / "runs", 200, seed=1)
     settings = dict(n_rollouts=1, n_stages=2, burn_in_steps=10, gap_steps=5)
@@ -384,7 +384,7 @@ def test_a_run_that_lost_its_older_snapshots_keeps_their_results_but_not_those_o
         tmp_path, monkeypatch) -> None:
     import shutil
 
-    import rlhelpers.report.analysis as analysis
+    import allaction.analysis as analysis
 
     def steps(results: dict) -> list[int]:
         return [entry["step"] for entry in results["snapshots"].values()]
@@ -429,7 +429,7 @@ def test_results_of_gone_snapshots_survive_a_run_that_has_fewer_steps(tmp_path) 
 
 
 def test_analyze_command_refuses_bad_counts_and_runs_without_snapshots(tmp_path, capsys) -> None:
-    from rlhelpers.cli import main
+    from allaction.cli import main
 
     assert main(["analyze", "--runs-dir", str(tmp_path), "--rollouts", "0"]) == 2
     assert "--rollouts and --stages must be positive integers" in capsys.readouterr().err

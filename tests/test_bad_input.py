@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from allaction.cli import main as study_main
 from rlhelpers.cli import main
 from rlhelpers.runner.store import RunDirectory
 
@@ -29,7 +30,7 @@ gym.register(GRID_ENV, entry_point=GridEnv)  # type: ignore[arg-type]  # EnvCrea
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str]:
-    code = main(list(args))
+    code = (study_main if args[0] in ("evaluate", "analyze") else main)(list(args))
     err = capsys.readouterr().err
     return code, err
 

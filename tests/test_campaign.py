@@ -19,9 +19,10 @@ import pytest
 import torch
 from builders import saved
 
-from rlhelpers.cli import main
+from allaction.cli import main
+from allaction.experiment import PONG
+from rlhelpers.cli import main as helper_main
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.report.experiment import PONG
 from rlhelpers.runner import campaign
 from rlhelpers.runner.campaign import (
     campaign_parallel,
@@ -153,7 +154,7 @@ def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path
     runs left unfinished; Ctrl-C (a notebook's interrupt) also ends the campaign as interrupted, so that nothing
     after it runs."""
     runs = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "rlhelpers", "campaign", "--runs-dir", str(runs),
+    proc = subprocess.Popen([sys.executable, "-m", "allaction", "campaign", "--runs-dir", str(runs),
                              "--total-timesteps", "10000000", "--parallel", "2", "--checkpoint-interval-s", "3600",
                              *CARTPOLE], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first_two = [runs / name for name in RUN_NAMES[:2]]
@@ -227,7 +228,7 @@ def test_the_campaign_chooses_by_the_device_its_runs_use_not_by_whether_cuda_is_
         (parallel, train_args[train_args.index("--torch-threads") + 1] if "--torch-threads" in train_args else None)))
     options = dict(env_id="CartPole-v1", runs_dir=str(tmp_path), wandb_mode="disabled")
     for extra in ({"device": "cpu"}, {"device": "auto"}, {"device": "cpu", "torch_threads": 4}):  # a count given: kept
-        campaign.train_campaign({**options, **extra}, PONG.arms, PONG.seeds)
+        campaign.train_campaign({**options, **extra}, PONG_RUNS)
     assert chosen == [(6, "2"), (6, None), (6, "4")]
     with pytest.raises(RLHelpersError, match="parallel must be a positive integer, got 0"):
         campaign_parallel(torch.device("cpu"), 6, 0)
@@ -259,7 +260,7 @@ def test_a_campaign_of_other_seeds_and_a_variant_trains_them_seed_by_seed_under_
         config = saved(runs / name)["config"]
         variant = "pg1" if "-pg1" in name else ""
         assert (config["variant"], config["seed"], config["pg_coef"]) == (variant, int(name[-3:]), 1.0)
-    assert main(["status", "--runs-dir", str(runs)]) == 0
+    assert helper_main(["status", "--runs-dir", str(runs)]) == 0
     table = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in table[1:]] == sorted([*started, "task1_seed-0"])
     assert [line.split()[-1] for line in table[1:]] == ["finished"] * 4 + ["paused"]

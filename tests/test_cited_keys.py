@@ -14,9 +14,9 @@ import nbformat
 import pytest
 from test_claims import BREAKOUT_ANALYSIS, COMMITTED_ANALYSIS, NOTEBOOK, ROOT, SEEDS_ANALYSIS
 
-from rlhelpers.report import claims, ledger
-from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim
-from rlhelpers.report.experiment import BREAKOUT, PONG, SPACE_INVADERS
+from allaction import claims, ledger
+from allaction.claims import SIGNIFICANT, STEP, Claim
+from allaction.experiment import BREAKOUT, PONG, SPACE_INVADERS
 
 
 class Citation(NamedTuple):

@@ -12,9 +12,9 @@ import builders
 import nbformat
 import pytest
 
-from rlhelpers.report import claims
-from rlhelpers.report.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown, verdict_markdown
-from rlhelpers.report.experiment import ABLATION, ANALYSIS_JSON, BREAKOUT, BREAKOUT_TEST
+from allaction import claims
+from allaction.claims import SIGNIFICANT, STEP, Claim, check, claims_markdown, verdict_markdown
+from allaction.experiment import ABLATION, ANALYSIS_JSON, BREAKOUT, BREAKOUT_TEST
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "report.ipynb"

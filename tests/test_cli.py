@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from allaction.cli import build_parser as study_parser
 from rlhelpers.cli import build_parser
 from rlhelpers.runner.config import TrainConfig
 
@@ -47,7 +48,7 @@ def test_integer_options_take_whole_numbers_in_float_notation() -> None:
     args = build_parser().parse_args(["train", "--total-timesteps", "1e7", "--n-envs", "8.0", "--seed", "1_00"])
     assert (args.total_timesteps, args.n_envs, args.seed) == (10_000_000, 8, 100)
     assert type(args.total_timesteps) is int
-    assert build_parser().parse_args(["evaluate", "runs/a2c_seed-0", "--episodes", "3e1"]).episodes == 30
+    assert study_parser().parse_args(["evaluate", "runs/a2c_seed-0", "--episodes", "3e1"]).episodes == 30
     assert build_parser().parse_args(["train", "--seed", str(2**53 + 1)]).seed == 2**53 + 1  # not rounded via float
 
 
@@ -55,6 +56,9 @@ def test_campaign_passes_on_only_the_options_given() -> None:
     args = vars(build_parser().parse_args(["campaign", "--lr", "0.01", "--total-timesteps", "5000"]))
     cluster = {"cluster": None, "partition": None, "time_min": 240, "gpus_per_job": 0, "cpus_per_job": 2,
                "max_requeues": 30}
+    assert args == {"command": "campaign", "arms": None, "seeds": None, "parallel": None,
+                    **cluster, "lr": 0.01, "total_timesteps": 5000}
+    args = vars(study_parser().parse_args(["campaign", "--lr", "0.01", "--total-timesteps", "5000"]))
     assert args == {"command": "campaign", "experiment": "pong", "arms": None, "seeds": None, "parallel": None,
                     **cluster, "lr": 0.01, "total_timesteps": 5000}  # the experiment's arms and seeds: --experiment
 

@@ -56,8 +56,8 @@ def finished(run: Path, step: int) -> bool:
 def test_the_campaign_trains_two_runs_as_submitit_jobs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
     runs = tmp_path / "runs"
-    args = ["campaign", "--cluster", "local", "--arms", "a2c", "--runs-dir", str(runs), "--total-timesteps", "1000",
-            "--time-min", "10", *CARTPOLE_ARGS]
+    args = ["campaign", "--cluster", "local", "--arms", "a2c", "--seeds", "0", "100", "--runs-dir", str(runs),
+            "--total-timesteps", "1000", "--time-min", "10", *CARTPOLE_ARGS]
     assert main(args) == 0
     assert "a2c_seed-0: submitted as job" in capsys.readouterr().out
     names = ["a2c_seed-0", "a2c_seed-100"]
@@ -72,6 +72,7 @@ def test_the_campaign_trains_two_runs_as_submitit_jobs(tmp_path: Path, capsys: p
 
 def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path: Path) -> None:
     pytest.importorskip("submitit", reason=NEEDS_SUBMITIT)
+    from rlhelpers.runner.campaign import campaign_runs
     from rlhelpers.runner.cluster import submit_campaign, submit_runs
 
     runs = tmp_path / "runs"
@@ -88,7 +89,7 @@ def test_a_cancelled_job_checkpoints_and_the_next_submission_resumes_it(tmp_path
     stopped_at = builders.checkpoint(run)["num_timesteps"]
 
     budget = stopped_at + 1000
-    assert submit_campaign(dict(options, total_timesteps=budget), arms=("task1",), seeds=(0, 100), time_min=10,
+    assert submit_campaign(dict(options, total_timesteps=budget), campaign_runs(("task1",), (0, 100)), time_min=10,
                            cluster="local") == 0
     both = [run, runs / "task1_seed-100"]  # the other seed is submitted too, from step 0
     wait_for(lambda: all(finished(r, budget) for r in both), "both runs to finish")

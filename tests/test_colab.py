@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from rlhelpers.notebook import COMMITTED_FOLDER
+from allaction.notebook import COMMITTED_FOLDER
 from rlhelpers.runner.runlock import RunLock
 
 ROOT = Path(__file__).resolve().parents[1]

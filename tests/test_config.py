@@ -9,13 +9,13 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
+from allaction.experiment import ARMS, variant_options
 from rlhelpers.cli import build_parser
 from rlhelpers.core.config import ENV_DEFAULTS, AgentConfig
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.config import (
-    ARMS,
     TrainConfig,
     config_differences,
     format_run_name,
@@ -58,8 +58,13 @@ def test_run_names_round_trip() -> None:
             parse_run_name(name)
 
 
+def study_config(algo: str, variant: str, **options: Any) -> TrainConfig:
+    """The validated config of a run of the study's ``variant`` of ``algo``, as ``allaction``'s ``train`` makes it."""
+    return validate(TrainConfig(**variant_options(algo, variant, {"algo": algo, **options})))
+
+
 def test_a_variant_sets_its_values_and_names_the_run() -> None:
-    config = validate(TrainConfig(algo="task1", seed=100, variant="pg1"))
+    config = study_config("task1", "pg1", seed=100)
     assert config.run_name == "task1-pg1_seed-100" and parse_run_name(config.run_name) == ("task1-pg1", 100)
     assert (config.lr, config.pg_coef, config.vf_coef, config.ent_coef) == (1.5e-3, 1.0, 0.5, 0.001)
     plain = TrainConfig(algo="task1", seed=100)
@@ -73,11 +78,11 @@ def test_a_variant_sets_its_values_and_names_the_run() -> None:
         ({"variant": "pg1", "algo": "a2c"}, "variant pg1 changes nothing for a2c")]
     for values, message in refused:
         with pytest.raises(RLHelpersError, match=message):
-            validate(TrainConfig(**{"algo": "task1", **values}))
+            study_config(values.pop("algo", "task1"), values.pop("variant"), **values)
 
 
 def test_pg1ent_is_task1_at_a2cs_actor_weight_and_task1s_temperature() -> None:
-    config = validate(TrainConfig(algo="task1", seed=0, variant="pg1ent"))
+    config = study_config("task1", "pg1ent", seed=0)
     assert config.run_name == "task1-pg1ent_seed-0" and parse_run_name(config.run_name) == ("task1-pg1ent", 0)
     assert (config.lr, config.pg_coef, config.vf_coef, config.ent_coef) == (1.5e-3, 1.0, 0.5, 0.01)
 
@@ -90,14 +95,27 @@ def test_pg1ent_is_task1_at_a2cs_actor_weight_and_task1s_temperature() -> None:
 
 
 def test_lrvf_is_a2c_at_task1s_learning_rate_and_critic_weight_and_nothing_else() -> None:
-    config = validate(TrainConfig(algo="a2c", seed=300, variant="lrvf"))
+    config = study_config("a2c", "lrvf", seed=300)
     assert config.run_name == "a2c-lrvf_seed-300" and parse_run_name(config.run_name) == ("a2c-lrvf", 300)
     task1, a2c = TrainConfig(algo="task1"), TrainConfig(algo="a2c")
     assert (config.lr, config.vf_coef) == (task1.lr, task1.vf_coef) == (1.5e-3, 0.5)
     assert (config.pg_coef, config.ent_coef) == (a2c.pg_coef, a2c.ent_coef) == (1.0, 0.01)
     assert "a2c-lrvf" in ARMS and "task1-lrvf" not in ARMS
     with pytest.raises(RLHelpersError, match="changes nothing for task1"):
-        validate(TrainConfig(algo="task1", variant="lrvf"))
+        study_config("task1", "lrvf")
+
+
+def test_the_helper_takes_a_variant_as_a_name_of_the_hyperparameters_its_caller_sets() -> None:
+    """``rlhelpers`` knows no variant's values: the run's own options set them, and the variant names the run. A
+    variant that changes none of the algorithm's hyperparameters, or whose name would not parse, is refused."""
+    config = validate(TrainConfig(algo="a2c", variant="bigstep", lr=3e-3, seed=7))
+    assert config.run_name == "a2c-bigstep_seed-7" and parse_run_name(config.run_name) == ("a2c-bigstep", 7)
+    assert (config.lr, config.vf_coef) == (3e-3, TrainConfig(algo="a2c").vf_coef)
+    with pytest.raises(RLHelpersError, match="variant bigstep changes none of a2c's hyperparameters"):
+        validate(TrainConfig(algo="a2c", variant="bigstep"))
+    for name in ("big_step", "big-step", "seed-1"):
+        with pytest.raises(RLHelpersError, match="variant must be letters and digits"):
+            validate(TrainConfig(algo="a2c", variant=name, lr=3e-3))
 
 
 def test_whole_floats_are_integers_everywhere() -> None:

@@ -20,12 +20,15 @@ import pytest
 import torch
 from builders import saved
 
+from rlhelpers.core.losses import ALGORITHMS
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner import campaign
-from rlhelpers.runner.campaign import train_campaign
-from rlhelpers.runner.config import ALGOS, TrainConfig
+from rlhelpers.runner.campaign import campaign_runs, train_campaign
+from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import resolve_config, session_provenance, train
 from rlhelpers.runner.store import RunDirectory
+
+ALGOS = tuple(ALGORITHMS)
 
 pytestmark = pytest.mark.cuda
 ON_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU, and torch sees none here")
@@ -156,8 +159,7 @@ def test_the_campaign_trains_its_runs_with_one_torch_thread_each(device: str, tm
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     options = {**builders.CARTPOLE, "stop_return": 1000.0, "device": device, "runs_dir": str(tmp_path / "runs"),
                "total_timesteps": 1_000}
-    assert train_campaign(options,
-                          ALGOS, (0,)) == 0
+    assert train_campaign(options, campaign_runs(ALGOS, (0,))) == 0
     for algo in ALGOS:
         run = tmp_path / "runs" / f"{algo}_seed-0"
         assert [point["step"] for point in saved(run)["history"]] == [0, 1_000]

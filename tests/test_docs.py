@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from allaction.cli import build_parser as study_parser
+from allaction.notebook import NOTEBOOK_PARAMETERS
 from rlhelpers.cli import build_parser
-from rlhelpers.notebook import NOTEBOOK_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -26,10 +27,13 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # given for that commit's command line, not today's.
 COMMIT = re.compile(r"COMMIT=([0-9a-f]{7,40})")
 README_LIMIT = 10_000  # bytes, as `wc -c README.md` counts them
-COMMAND = re.compile(r"(?:python -m rlhelpers|papermill) [^`\n|#]*")
+COMMAND = re.compile(r"(?:python -m (?:rlhelpers|allaction)|papermill) [^`\n|#]*")
 # Inline spans that name a subcommand alone, as in `train --variant pg1 --algo task1 --seed 0`.
 SUBCOMMAND = re.compile(r"^(?:train|campaign|status|plot|publish|evaluate|analyze) --")
+# Those that name the study's variants or experiments, or are the study's own: ``python -m allaction``'s.
+STUDY_SUBCOMMAND = re.compile(r"^(?:evaluate|analyze) |.*--(?:variant|experiment) ")
 PLACEHOLDER = re.compile(r"<[^>]+>")  # <your W&B user>, <algo>
+PARSERS = {"rlhelpers": build_parser, "allaction": study_parser}  # each package's command line
 
 
 def _clean(command: str) -> str:
@@ -57,7 +61,8 @@ def commands(page: Path) -> list[str]:
     prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
     spans = re.findall(r"`([^`]+)`", prose)
     found += [_clean(m) for span in spans for m in COMMAND.findall(span)]
-    found += [_clean(f"python -m rlhelpers {span}") for span in spans if SUBCOMMAND.match(span)]
+    found += [_clean(f"python -m {'allaction' if STUDY_SUBCOMMAND.match(span) else 'rlhelpers'} {span}")
+              for span in spans if SUBCOMMAND.match(span)]
     return found
 
 
@@ -128,7 +133,7 @@ def check(command: str) -> None:
         return
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            build_parser().parse_args(words[3:])
+            PARSERS[words[2]]().parse_args(words[3:])
     except SystemExit as exc:  # --help exits with 0
         if exc.code != 0:
             pytest.fail(f"{command}: today's command line refuses it")
@@ -176,6 +181,10 @@ def test_the_readme_stays_short() -> None:
 def test_the_check_catches_a_removed_option() -> None:
     with pytest.raises(pytest.fail.Exception):
         check("python -m rlhelpers campaign --algos task1 --variant pg1")
+    for moved in ("campaign --experiment breakout", "analyze --stages 1", "evaluate runs/a2c_seed-0"):
+        check(f"python -m allaction {moved}")  # the study's commands: not the helper's
+        with pytest.raises(pytest.fail.Exception):
+            check(f"python -m rlhelpers {moved}")
     with pytest.raises(AssertionError):
         check("papermill report.ipynb out.ipynb -p algorithm a2c")
     assert len([c for page in PAGES for c in commands(page)]) >= 20

@@ -13,7 +13,7 @@ import nbformat
 from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
-from rlhelpers.report.export import MathMLRenderer
+from allaction.export import MathMLRenderer
 
 ROOT = Path(__file__).resolve().parents[1]
 REFRESHES = 1_000  # a long run's progress bar, as papermill records it: one stream output per refresh

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from test_seeds import FINALS, write_breakout_runs, write_runs, write_seed_run
 
-from rlhelpers.report import claims
-from rlhelpers.report.experiment import (
+from allaction import claims
+from allaction.experiment import (
     BREAKOUT,
     HOLDS,
     LRVF_PONG,
@@ -21,9 +21,9 @@ from rlhelpers.report.experiment import (
     REFUTED,
     Prediction,
 )
-from rlhelpers.report.games import plot_third_game, third_game_markdown, training_score, training_scores
-from rlhelpers.report.ledger import DIFFERENCES, Entry, ledger_rows, plot_ledger
-from rlhelpers.report.seeds import difference, gap_share
+from allaction.games import plot_third_game, third_game_markdown, training_score, training_scores
+from allaction.ledger import DIFFERENCES, Entry, ledger_rows, plot_ledger
+from allaction.seeds import difference, gap_share
 from rlhelpers.runner.store import read_runs
 
 ROOT = Path(__file__).resolve().parents[1]

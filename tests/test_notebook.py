@@ -12,9 +12,10 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 
+from allaction import notebook as study
+from allaction.experiment import ANALYSIS_JSON, PONG, experiment_of
 from rlhelpers import notebook
 from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.report.experiment import ANALYSIS_JSON, PONG, experiment_of
 from rlhelpers.runner.config import TrainConfig, validate
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "report.ipynb"
@@ -100,31 +101,32 @@ def test_training_refuses_a_drive_runs_dir_once_drive_is_unmounted(monkeypatch: 
 def test_parameter_names_and_flags_are_checked() -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     params = next(cell.source for cell in nb.cells if "parameters" in cell.metadata.get("tags", []))
-    assert notebook.NOTEBOOK_PARAMETERS == tuple(node.targets[0].id for node in ast.parse(params).body)
+    assert study.NOTEBOOK_PARAMETERS == tuple(node.targets[0].id for node in ast.parse(params).body)
     injected = '# Parameters\nalgo = "task1"\nseed = 100\nrecompute_analysis = True\n'
-    notebook.check_parameters(["import os", params, injected], recompute_analysis=True)
-    notebook.check_parameters([injected + 'PAPERMILL_INPUT_PATH = "notebook.ipynb"\n'], True)  # --inject-paths
+    names = study.NOTEBOOK_PARAMETERS
+    notebook.check_parameters(["import os", params, injected], names, {"recompute_analysis": True})
+    notebook.check_parameters([injected + 'PAPERMILL_INPUT_PATH = "notebook.ipynb"\n'], names, {})  # --inject-paths
     with pytest.raises(RLHelpersError, match="unknown parameter 'seeds': did you mean 'seed'"):
-        notebook.check_parameters([injected + "seeds = 100\n"], recompute_analysis=False)
+        notebook.check_parameters([injected + "seeds = 100\n"], names, {"recompute_analysis": False})
     with pytest.raises(RLHelpersError, match="recompute_analysis must be True or False, got 'False'"):
-        notebook.check_parameters([injected], recompute_analysis="False")
+        notebook.check_parameters([injected], names, {"recompute_analysis": "False"})
 
 
 def test_run_config_casts_papermill_floats() -> None:
-    config = notebook.run_config("task1", PONG, seed=100, total_timesteps=5e3, n_envs=2.0, runs_dir="runs")
+    config = study.run_config("task1", PONG, seed=100, total_timesteps=5e3, n_envs=2.0, runs_dir="runs")
     assert config is not None
     assert (config.total_timesteps, config.n_envs, config.run_name) == (5000, 2, "task1_seed-100")
-    assert notebook.run_config("none", PONG, seed=0) is None
-    assert notebook.run_config("all", PONG, seed=0, total_timesteps=5e3) is None  # every run: trained by the campaign
+    assert study.run_config("none", PONG, seed=0) is None
+    assert study.run_config("all", PONG, seed=0, total_timesteps=5e3) is None  # every run: trained by the campaign
     with pytest.raises(RLHelpersError, match="n_envs must be"):  # the shared options are checked for each algo
-        notebook.run_config("all", PONG, seed=0, n_envs=-1)
+        study.run_config("all", PONG, seed=0, n_envs=-1)
 
 
 def test_an_unknown_algo_gets_the_one_message_with_the_notebooks_own_choices() -> None:
     with pytest.raises(RLHelpersError) as everywhere:
         validate(TrainConfig(algo="tsak1"))
     with pytest.raises(RLHelpersError) as in_the_notebook:
-        notebook.run_config("tsak1", PONG, seed=0)
+        study.run_config("tsak1", PONG, seed=0)
     assert str(everywhere.value) == "unknown algo 'tsak1': choose one of a2c, task1, task2"
     assert str(in_the_notebook.value) == (f"{everywhere.value}, 'all' to train every run of the report, or 'none' to "
                                           "only build the report from the runs present")
@@ -141,9 +143,9 @@ def test_notebook_defaults_follow_the_environment() -> None:
 
     def run_config(env_id: str, **given: object) -> TrainConfig:
         names = ("n_envs", "eval_interval", "n_eval_episodes", "stop_return", "checkpoint_interval_s", "wandb_project")
-        options = notebook.run_options(experiment_of(env_id), env_id=env_id,
+        options = study.run_options(experiment_of(env_id), env_id=env_id,
                                        **{**{name: values[name] for name in names}, **given})
-        config = notebook.run_config("a2c", experiment_of(env_id), **options)
+        config = study.run_config("a2c", experiment_of(env_id), **options)
         assert config is not None  # one algo: a run to train
         return config
 
@@ -159,7 +161,8 @@ def test_notebook_defaults_follow_the_environment() -> None:
     assert run_config("PongNoFrameskip-v4", checkpoint_interval_s=60).checkpoint_interval_s == 60
     asteroids = run_config("AsteroidsNoFrameskip-v4")  # a game without an experiment: the run defaults
     assert (asteroids.stop_return, asteroids.eval_interval, asteroids.life_loss) == (None, 300_000, False)
-    assert notebook.report_runs(None) == (("a2c", "task1", "task2"), (0, 100))  # "all" on it: the report's six
+    assert [run.name for run in study.report_runs(None)] == [  # "all" on it: the report's six
+        "a2c_seed-0", "task1_seed-0", "task2_seed-0", "a2c_seed-100", "task1_seed-100", "task2_seed-100"]
 
 
 def test_outside_a_clone_the_committed_runs_are_fetched_from_repo_url_at_its_commit(
@@ -175,8 +178,8 @@ def test_outside_a_clone_the_committed_runs_are_fetched_from_repo_url_at_its_com
     for name, url in (("head", f"file://{repo}"), ("pinned", f"file://{repo}@{older}")):
         (tmp_path / name).mkdir()
         monkeypatch.chdir(tmp_path / name)
-        fetched = notebook.committed_root(url)
-        assert fetched == Path(notebook.COMMITTED_FOLDER) and not (fetched / ".git").exists()
+        fetched = study.committed_root(url)
+        assert fetched == Path(study.COMMITTED_FOLDER) and not (fetched / ".git").exists()
         files = [p for p in fetched.rglob("*") if p.is_file()]
         assert not [p for p in files if p.suffix == ".pt"] and (fetched / "figures" / ANALYSIS_JSON).exists()
         listed = subprocess.run(["git", "-C", repo, "ls-tree", "-r", "--name-only", url.rpartition("@")[2]
@@ -184,9 +187,9 @@ def test_outside_a_clone_the_committed_runs_are_fetched_from_repo_url_at_its_com
                                 check=True).stdout.split()
         assert sorted(str(p.relative_to(fetched)) for p in files if p.parts[1] == "runs") == sorted(
             path for path in listed if not path.endswith(".pt"))
-        assert notebook.committed_root(url) == fetched  # fetched once
+        assert study.committed_root(url) == fetched  # fetched once
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RLHelpersError, match=r"cannot fetch the committed runs from file:///nowhere.git: git fetch "):
-        notebook.committed_root("file:///nowhere.git")
+        study.committed_root("file:///nowhere.git")
     monkeypatch.chdir(root)
-    assert notebook.committed_root(f"file://{repo}") == Path(".")  # in a clone, its own runs
+    assert study.committed_root(f"file://{repo}") == Path(".")  # in a clone, its own runs

@@ -10,10 +10,7 @@ import imageio.v3 as iio
 import pytest
 import torch
 
-from rlhelpers.core.errors import RLHelpersError
-from rlhelpers.core.evaluation import Evaluation
-from rlhelpers.core.networks import build_model
-from rlhelpers.report.playback import (
+from allaction.playback import (
     GREEDY_RESCORE_FILE,
     MAX_POLICY_BYTES,
     MAX_VIDEO_BYTES,
@@ -27,6 +24,9 @@ from rlhelpers.report.playback import (
     record_video,
     save_rescore,
 )
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.evaluation import Evaluation
+from rlhelpers.core.networks import build_model
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.store import SNAPSHOT_DIR, snapshot_name
 
@@ -91,7 +91,7 @@ def saved_rescore(run_dir: Path) -> Rescore:
 
 
 def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: pytest.CaptureFixture) -> None:
-    from rlhelpers.cli import main
+    from allaction.cli import main
 
     assert main(["evaluate", str(pong_run), "--episodes", "2", "--export"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -111,7 +111,7 @@ def test_evaluate_command_exports_rescores_and_compares(pong_run: Path, capsys: 
 
 def test_a_greedy_rescore_is_kept_apart_and_not_judged_against_the_sampled_evaluations(
         pong_run: Path, capsys: pytest.CaptureFixture) -> None:
-    from rlhelpers.cli import main
+    from allaction.cli import main
 
     assert main(["evaluate", str(pong_run), "--episodes", "2", "--export", "--greedy"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -137,8 +137,8 @@ def test_a_shorter_rescore_of_the_same_policy_keeps_the_longer_one(tmp_path: Pat
 
 
 def test_an_oversized_video_is_refused_and_removed(pong_run: Path, tmp_path: Path, monkeypatch, capsys) -> None:
-    from rlhelpers.cli import main
-    from rlhelpers.report import playback
+    from allaction import playback
+    from allaction.cli import main
 
     export_policy(pong_run)
     monkeypatch.setattr(playback, "MAX_VIDEO_BYTES", 1_000)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from matplotlib.lines import Line2D
 
+from allaction.figures import DIAGNOSTICS, plot_diagnostics, plot_experiment
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import Evaluation
-from rlhelpers.report.curves import ArmCurve, arm_curve
-from rlhelpers.report.plotting import DIAGNOSTICS, figures_dir, plot_comparison, plot_diagnostics
+from rlhelpers.plots import ArmCurve, arm_curve, figures_dir, plot_comparison
 from rlhelpers.runner.config import arm_name, format_run_name
 from rlhelpers.runner.store import METRICS_FILE, RunRecord, append_metrics
 
@@ -87,7 +87,7 @@ def test_a_step_only_one_seed_evaluated_is_left_out() -> None:
 def test_plot_marks_the_stopped_seed_and_says_so(tmp_path) -> None:
     for rec in (record("a2c", 0, points([-20.0, 19.0])), record("a2c", 100, points([-20.0, 0.0, 5.0]))):
         builders.save(tmp_path, rec)
-    fig, _ = plot_comparison(tmp_path)
+    fig, _ = plot_experiment(tmp_path)
     ax = fig.axes[0]
     assert [label_of(line) for line in ax.lines if not label_of(line).startswith("_")] == ["a2c (seeds 0, 100)"]
     marker = [line for line in ax.lines if label_of(line) == "_a2c_seed-0 stopped"]
@@ -99,7 +99,7 @@ def test_plot_marks_the_stopped_seed_and_says_so(tmp_path) -> None:
 
 def test_steps_read_in_engineering_notation_without_an_offset(tmp_path) -> None:
     builders.save(tmp_path, record("a2c", 0, points([-20.0, -15.0, -5.0], every=5_000_000)))
-    fig, _ = plot_comparison(tmp_path)
+    fig, _ = plot_experiment(tmp_path)
     fig.canvas.draw()
     ax = fig.axes[0]
     labels = [label.get_text() for label in ax.get_xticklabels() if 0 <= label.get_position()[0] <= 10_000_000]
@@ -148,7 +148,7 @@ def test_plot_lists_missing_runs_and_writes_png(tmp_path) -> None:
     for algo, seed in (("a2c", 0), ("task2", 100)):
         history = tuple(Evaluation(s, (float(s // 100 - 21),) * 3, (800,) * 3) for s in (0, 100, 200))
         builders.save(tmp_path / "runs", record(algo, seed, history))
-    fig, missing = plot_comparison(tmp_path / "runs", tmp_path / "figures" / "comparison.png")
+    fig, missing = plot_experiment(tmp_path / "runs", tmp_path / "figures" / "comparison.png")
     assert missing == ["a2c_seed-100", "task1_seed-0", "task1_seed-100", "task2_seed-0"]
     assert (tmp_path / "figures" / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     labels = [label_of(line) for line in fig.axes[0].lines if not label_of(line).startswith("_")]
@@ -175,7 +175,7 @@ def test_runs_of_several_environments_are_not_pooled(tmp_path) -> None:
     for seed, env_id in ((0, "PongNoFrameskip-v4"), (100, "CartPole-v1")):
         builders.save(tmp_path, record("a2c", seed, points([-20.0, 10.0]), env_id=env_id))
     with pytest.raises(RLHelpersError, match=r"several environments \(CartPole-v1, PongNoFrameskip-v4\)"):
-        plot_comparison(tmp_path)
+        plot_experiment(tmp_path)
 
 
 def test_a_variant_run_has_a_curve_of_its_own_drawn_only_when_asked_for(tmp_path) -> None:
@@ -188,11 +188,11 @@ def test_a_variant_run_has_a_curve_of_its_own_drawn_only_when_asked_for(tmp_path
     def curves(fig) -> dict[str, list[float]]:
         return {label_of(line): ydata_of(line) for line in fig.axes[0].lines}
 
-    fig, missing = plot_comparison(tmp_path)
+    fig, missing = plot_experiment(tmp_path)
     assert curves(fig) == {"a2c (seed 0)": [-20.0, -10.0], "_a2c_seed-0": [-20.0, -10.0],
                            "task1 (seed 0)": [-20.0, -18.0], "_task1_seed-0": [-20.0, -18.0]}
     assert "task1-pg1_seed-100" not in missing
-    fig, missing = plot_comparison(tmp_path, arms=("a2c", "task1", "task1-pg1"))
+    fig, missing = plot_experiment(tmp_path, arms=("a2c", "task1", "task1-pg1"))
     assert curves(fig)["task1 (seed 0)"] == [-20.0, -18.0] and curves(fig)["task1-pg1 (seed 0)"] == [-20.0, -5.0]
     assert missing == ["a2c_seed-100", "task1_seed-100", "task1-pg1_seed-100"]
     assert [line.get_label() for line in plot_diagnostics(tmp_path).axes[0].lines] == ["a2c_seed-0", "task1_seed-0"]
@@ -204,13 +204,13 @@ def test_a_variant_run_has_a_curve_of_its_own_drawn_only_when_asked_for(tmp_path
 def test_runs_of_other_seeds_stay_out_of_the_report_plot_and_table(tmp_path) -> None:
     """The five-seed runs (seeds 200, 300, 400) live beside the report's in runs/: the prescribed plot, the
     results table and the claims measure seeds 0 and 100 only."""
-    from rlhelpers.report.claims import measure
-    from rlhelpers.report.results import evaluated_runs
+    from allaction.claims import measure
+    from allaction.results import evaluated_runs
 
     for rec in (record("a2c", 0, points([-20.0, 5.0])), record("a2c", 100, points([-20.0, 7.0])),
                 record("a2c", 200, points([-20.0, -20.0]))):
         builders.save(tmp_path, rec)
-    fig, _ = plot_comparison(tmp_path)
+    fig, _ = plot_experiment(tmp_path)
     assert [label_of(line) for line in fig.axes[0].lines if not label_of(line).startswith("_")] == [
         "a2c (seeds 0, 100)"]
     assert [r.name for r in evaluated_runs(tmp_path)] == ["a2c_seed-0", "a2c_seed-100"]
@@ -219,7 +219,7 @@ def test_runs_of_other_seeds_stay_out_of_the_report_plot_and_table(tmp_path) -> 
 
 
 def test_the_results_table_lists_the_runs_arm_by_arm_in_the_tables_order_then_the_others_by_name(tmp_path) -> None:
-    from rlhelpers.report.results import evaluated_runs
+    from allaction.results import evaluated_runs
 
     for rec in (record("task1", 0, points([1.0]), "pg1"), record("task2", 0, points([1.0])),
                 record("a2c", 100, points([1.0])), record("a2c", 0, points([1.0]), "a2chp"),
@@ -239,13 +239,30 @@ def test_your_runs_are_drawn_beside_the_committed_ones_and_another_games_runs_al
                           ("committed", record("a2c", 300, points([-20.0, 9.0]))),
                           ("mine", record("a2c", 0, points([-20.0, 1.0])))):
         builders.save(tmp_path / runs_dir, rec)
-    fig, missing = plot_comparison(tmp_path / "mine", beside=tmp_path / "committed")
+    fig, missing = plot_experiment(tmp_path / "mine", beside=tmp_path / "committed")
     lines = {label_of(line): line for line in fig.axes[0].lines if not label_of(line).startswith("_")}
     assert list(lines) == ["a2c, committed runs", "a2c (seed 0)", "task1, committed runs"]
     assert ydata_of(lines["a2c, committed runs"]) == [-20.0, 5.0]  # seed 0 only, as the report's
     assert lines["a2c, committed runs"].get_linestyle() == "--"
     assert missing == ["a2c_seed-100", "task1_seed-0", "task1_seed-100", "task2_seed-0", "task2_seed-100"]
     builders.save(tmp_path / "other", record("task1", 7, points([0.0, 2.0]), "pg1", env_id="AsteroidsNoFrameskip-v4"))
-    fig, missing = plot_comparison(tmp_path / "other")
+    fig, missing = plot_experiment(tmp_path / "other")
     assert [label_of(line) for line in fig.axes[0].lines if not label_of(line).startswith("_")] == [
         "task1-pg1 (seed 7)"] and missing == []
+
+
+def test_the_helpers_plot_draws_every_arm_and_seed_present_unless_told(tmp_path) -> None:
+    """``rlhelpers``' plot knows no experiment: by default every arm and seed present, in colours by the arms'
+    order; ``arms``, ``seeds`` and ``color`` choose."""
+    for rec in (record("a2c", 0, points([-20.0, -10.0])), record("a2c", 200, points([-20.0, -12.0])),
+                record("task1", 7, points([-20.0, -18.0]), variant="pg1")):
+        builders.save(tmp_path, rec)
+    fig, missing = plot_comparison(tmp_path)
+    drawn = {label_of(line): line for line in fig.axes[0].lines if not label_of(line).startswith("_")}
+    assert list(drawn) == ["a2c (seeds 0, 200)", "task1-pg1 (seed 7)"]
+    assert missing == ["a2c_seed-7", "task1-pg1_seed-0", "task1-pg1_seed-200"]
+    assert [line.get_color() for line in drawn.values()] == ["C0", "C1"]
+    fig, missing = plot_comparison(tmp_path, arms=("task1-pg1",), seeds=(7,), color=lambda arm: "red")
+    drawn = {label_of(line): line for line in fig.axes[0].lines if not label_of(line).startswith("_")}
+    assert list(drawn) == ["task1-pg1 (seed 7)"] and drawn["task1-pg1 (seed 7)"].get_color() == "red"
+    assert missing == []

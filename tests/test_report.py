@@ -20,12 +20,12 @@ import matplotlib.image
 import nbformat
 import pytest
 
+from allaction import results as report
+from allaction.experiment import PONG
+from allaction.results import history_divergence
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import Evaluation
 from rlhelpers.core.losses import ALGORITHMS
-from rlhelpers.report import results as report
-from rlhelpers.report.experiment import PONG
-from rlhelpers.report.results import history_divergence
 from rlhelpers.runner.store import RunRecord
 from rlhelpers.runner.tracking import project_link
 
@@ -358,7 +358,7 @@ def test_analysis_results_rescores_and_agent_video(tmp_path: Path) -> None:
 
     no_rescore = report.rescore_markdown(tmp_path / "runs", rows)
     assert "No re-score of a committed policy yet" in no_rescore and "evaluate <runs_dir>/<run> --export`" in no_rescore
-    from rlhelpers.report.playback import RESCORE_FILE, Rescore, save_rescore
+    from allaction.playback import RESCORE_FILE, Rescore, save_rescore
     save_rescore(tmp_path / "runs" / "task1_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 15.0, 0.5, 200, 0))
     save_rescore(tmp_path / "runs" / "a2c_seed-0", Rescore([20.0, 18.0], 19.0, 1.0, 18.5, 0.5, 200, 0))
     save_rescore(tmp_path / "runs" / "a2c_seed-0", Rescore([20.0, 20.0, 20.0], 20.0, 0.0, 18.5, 0.5, 200, 0, True))
@@ -419,9 +419,10 @@ def test_the_training_cell_raises_unless_every_run_of_the_campaign_is_over(code:
     notebook before a report is built from unfinished runs."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cell = next(cell.source for cell in nb.cells if "train_campaign(options" in cell.source)
-    fake = types.SimpleNamespace(require_drive=lambda runs_dir: None, report_runs=lambda experiment: ((), ()))
     namespace: dict[str, Any] = {"algo": "all", "runs_dir": "runs", "options": {}, "experiment": None,
-                                 "notebook": fake, "train_campaign": lambda options, arms, seeds, show_progress: code}
+                                 "notebook": types.SimpleNamespace(require_drive=lambda runs_dir: None),
+                                 "study": types.SimpleNamespace(report_runs=lambda experiment: []),
+                                 "train_campaign": lambda options, runs, show_progress: code}
     if code == 0:
         exec(cell, namespace)
     else:

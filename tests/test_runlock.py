@@ -171,18 +171,18 @@ def test_processes_that_find_one_dead_owner_together_make_exactly_one_owner(tmp_
     assert owners == [1] * 40, f"{sum(n != 1 for n in owners)} of 40 trials had {owners} owners"
 
 
-def test_claimants_that_died_holding_their_claims_do_not_block_the_takeover_of_an_unreadable_lock(
+def test_bidders_that_died_holding_their_bids_do_not_block_the_takeover_of_an_unreadable_lock(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """A lock file cut short by a crash, and two takers that died while claiming it (one before writing its
-    claim's record): the next process still takes the run over, and removes the dead claims."""
+    """A lock file cut short by a crash, and two takers that died while bidding for it (one before writing its
+    bid's record): the next process still takes the run over, and removes the dead bids."""
     dead = subprocess.Popen(["true"])
     dead.wait()
     raw = b'{"host": "colab-vm-1", "pi'
     (tmp_path / LOCK_FILE).write_bytes(raw)
-    claim = f"{LOCK_FILE}.{hashlib.sha1(raw).hexdigest()[:16]}"
-    (tmp_path / f"{claim}-0").write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid,
+    bid = f"{LOCK_FILE}.{hashlib.sha1(raw).hexdigest()[:16]}"
+    (tmp_path / f"{bid}-0").write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid,
                                                      "heartbeat": time.time()}))
-    (tmp_path / f"{claim}-1").write_text("")
+    (tmp_path / f"{bid}-1").write_text("")
     RunLock(tmp_path).acquire()
     assert re.search("taking over run .*: its lock file is unreadable", capsys.readouterr().err)
     assert holder(tmp_path)["pid"] == os.getpid()

@@ -18,9 +18,8 @@ import pytest
 from matplotlib.colors import to_hex
 from test_plotting import label_of
 
-from rlhelpers.report import claims, seeds
-from rlhelpers.report.curves import arm_curve
-from rlhelpers.report.experiment import (
+from allaction import claims, seeds
+from allaction.experiment import (
     ABLATION,
     BREAKOUT,
     BREAKOUT_TEST,
@@ -33,8 +32,9 @@ from rlhelpers.report.experiment import (
     Comparison,
     Prediction,
 )
-from rlhelpers.report.plotting import plot_comparison
-from rlhelpers.report.seeds import NO_RUNS, difference, measure_seeds, plot_seeds, seed_score
+from allaction.figures import plot_experiment
+from allaction.seeds import NO_RUNS, difference, measure_seeds, plot_seeds, seed_score
+from rlhelpers.plots import arm_curve
 from rlhelpers.runner.store import RunRecord, read_run, read_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,7 +217,7 @@ def test_the_equal_hyperparameters_section_compares_its_own_arms_and_numbers_its
 def test_each_arm_keeps_its_colour_from_one_figure_to_the_next(tmp_path) -> None:
     write_runs(tmp_path, {**FINALS, "task1-a2chp": [19.0] * 5})
     ablation, equal_hp = (plot_seeds(tmp_path, comparison) for comparison in (ABLATION, EQUAL_HP))
-    comparison, _ = plot_comparison(tmp_path, arms=("a2c", "task1", "task1-pg1", "task1-a2chp"))
+    comparison, _ = plot_experiment(tmp_path, arms=("a2c", "task1", "task1-pg1", "task1-a2chp"))
 
     def colours(ax) -> set[str]:  # of the curves drawn, the 18 line aside
         return {to_hex(line.get_color()) for line in ax.lines if line.get_linestyle() != ":"}

@@ -10,11 +10,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from allaction.source import algorithm_listing, code_of, losses_with_helpers
 from rlhelpers.core import losses
 from rlhelpers.core.buffer import RolloutBuffer
 from rlhelpers.core.losses import ALGORITHMS, Algorithm, explained_variance
 from rlhelpers.core.trainer import Trainer
-from rlhelpers.report.source import algorithm_listing, code_of, losses_with_helpers
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "report.ipynb"
 

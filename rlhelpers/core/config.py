@@ -21,7 +21,7 @@ from rlhelpers.core.losses import ALGORITHMS
 EVAL_SEED_OFFSET = 2**30
 
 # A run's defaults besides its algorithm's row of ALGORITHMS, by kind of env (docs/experiment.md).
-# Atari: the report's run shape, with no early stop (an experiment's target, such as Pong's 18, is its own rule).
+# Atari: the run shape of the Nature DQN preprocessing and A2C, with no early stop (a target is its caller's rule).
 # Classic control (CartPole-v1): stop at the env's reward_threshold (475). With the Atari settings the critic term
 # dominates the clipped gradient norm and the policy moves slowly; more updates per step (8 envs) and a larger lr let
 # every algorithm solve CartPole within 300k steps (tests/test_cuda.py, on every device).
@@ -71,7 +71,7 @@ class AgentConfig:
     algo: str = option("a2c", f"algorithm: {', '.join(ALGORITHMS)}")
     seed: int = option(0, "random seed of the run")
     env_id: str = option("PongNoFrameskip-v4", "gymnasium id: an ALE Atari game (e.g. PongNoFrameskip-v4; every ALE "
-                         "id, v5 ones included, gets the report's preprocessing, without sticky actions) or an env "
+                         "id, v5 ones included, gets the Nature DQN preprocessing, without sticky actions) or an env "
                          "with discrete actions and vector observations (e.g. CartPole-v1)")
     life_loss: bool = option(False, "a lost life ends a training episode while the game goes on (Atari; evaluations "
                              "play whole games)")

@@ -27,14 +27,14 @@ def state_value(logits: Tensor, critic: Tensor) -> Tensor:
     return (torch.softmax(logits, dim=-1) * critic).sum(-1)
 
 
-def explained_variance(predicted: Tensor, target: Tensor) -> Tensor:
-    """1 - Var[target - predicted] / Var[target] (1 is perfect, 0 is no better than a constant).
+def explained_variance(estimate: Tensor, target: Tensor) -> Tensor:
+    """1 - Var[target - estimate] / Var[target] (1 is perfect, 0 is no better than a constant).
 
     NaN when the target is constant, where it is undefined (as in Stable-Baselines3). Constancy is
     tested exactly: the float variance of a constant can be a rounding error rather than zero.
     """
     constant = target.amin() == target.amax()
-    return torch.where(constant, torch.nan, 1.0 - (target - predicted).var() / target.var())
+    return torch.where(constant, torch.nan, 1.0 - (target - estimate).var() / target.var())
 
 
 def _policy_terms(logits: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -45,7 +45,7 @@ def _policy_terms(logits: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return log_probs, probs, entropy
 
 
-def _weighted(actor_loss: Tensor, critic_loss: Tensor, entropy: Tensor, predicted: Tensor,
+def _weighted(actor_loss: Tensor, critic_loss: Tensor, entropy: Tensor, estimate: Tensor,
               returns: Tensor, pg_coef: float, vf_coef: float, ent_coef: float) -> tuple[Tensor, Stats]:
     """pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy, and the statistics of the terms."""
     loss = pg_coef * actor_loss + vf_coef * critic_loss - ent_coef * entropy
@@ -53,7 +53,7 @@ def _weighted(actor_loss: Tensor, critic_loss: Tensor, entropy: Tensor, predicte
         "actor_loss": actor_loss.detach(),
         "critic_loss": critic_loss.detach(),
         "entropy": entropy.detach(),
-        "explained_variance": explained_variance(predicted.detach(), returns),
+        "explained_variance": explained_variance(estimate.detach(), returns),
     }
 
 

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -45,25 +46,28 @@ PR_SET_PDEATHSIG = 1
 
 
 class CampaignRun(NamedTuple):
-    """One run a campaign trains: an algorithm, its variant ("" for none) and a seed."""
+    """One run a campaign trains: an algorithm, its variant ("" for none), a seed, and the hyperparameters the
+    variant sets (``TrainConfig`` fields and values, in the order given)."""
 
     algo: str
     variant: str
     seed: int
+    changes: tuple[tuple[str, Any], ...] = ()
 
     @property
     def name(self) -> str:
         return format_run_name(arm_name(self.algo, self.variant), self.seed)
 
 
-def campaign_runs(arms: tuple[str, ...], seeds: tuple[int, ...]) -> list[CampaignRun]:
-    """The runs of every arm (``<algo>`` or ``<algo>-<variant>``: ``task1``, ``task1-pg1``, ``config.ARMS``) with
-    every seed, seed by seed, so that the runs finished at any time cover the arms evenly. An arm's algo and variant
-    are checked with the rest of each run's config (``check_options``)."""
+def campaign_runs(arms: tuple[str, ...], seeds: tuple[int, ...],
+                  changes: Mapping[str, Mapping[str, Any]] | None = None) -> list[CampaignRun]:
+    """The runs of every arm (``<algo>`` or ``<algo>-<variant>``) with every seed, seed by seed, so that the runs
+    finished at any time cover the arms evenly; ``changes``: the hyperparameters of each arm with a variant. An
+    arm's algo and variant are checked with the rest of each run's config (``check_options``)."""
     if len(set(seeds)) != len(seeds) or len(set(arms)) != len(arms):
         raise RLHelpersError(f"each arm and seed once, got arms {' '.join(arms)} and seeds {' '.join(map(str, seeds))}")
-    return [CampaignRun(algo, variant, seed) for seed in seeds
-            for algo, _, variant in (arm.partition("-") for arm in arms)]
+    return [CampaignRun(algo, variant, seed, tuple((changes or {}).get(arm, {}).items())) for seed in seeds
+            for arm in arms for algo, _, variant in [arm.partition("-")]]
 
 
 def campaign_parallel(device: torch.device, n_runs: int, parallel: int | None = None) -> tuple[int, int]:
@@ -161,7 +165,8 @@ def start_training(run: CampaignRun, runs_dir: Path, train_args: list[str]) -> s
     run_path = runs_dir / run.name
     run_path.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "rlhelpers", "train", "--algo", run.algo, "--seed", str(run.seed),
-               *(["--variant", run.variant] if run.variant else []), "--runs-dir", str(runs_dir), *train_args]
+               *(["--variant", run.variant] if run.variant else []), "--runs-dir", str(runs_dir), *train_args,
+               *command_line(dict(run.changes))]
     with open(run_path / TRAIN_LOG, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} campaign: {' '.join(command)}\n".encode())
         log.flush()
@@ -313,23 +318,23 @@ def check_options(options: dict[str, Any],
                   runs: list[CampaignRun]) -> tuple[dict[str, Any], TrainConfig, torch.device]:
     """Check the shared ``options`` (``TrainConfig`` fields) for every one of ``runs`` before anything starts:
     one error for a bad value, not one failed run after another. Returns the options every run shares (None
-    leaves a field at its default; each run sets its own algo, variant and seed), and the last run's resolved
-    config and device (``resolve_config``)."""
+    leaves a field at its default; each run sets its own algo, variant, seed and changes), and the last run's
+    resolved config and device (``resolve_config``)."""
     options = {name: value for name, value in options.items() if value is not None and name not in CampaignRun._fields}
     for run in runs:
-        config, device = resolve_config(TrainConfig(**options, algo=run.algo, variant=run.variant, seed=run.seed))
+        config, device = resolve_config(TrainConfig(**{**options, **dict(run.changes)}, algo=run.algo,
+                                                    variant=run.variant, seed=run.seed))
     return options, config, device
 
 
-def train_campaign(options: dict[str, Any], arms: tuple[str, ...], seeds: tuple[int, ...],
-                   parallel: int | None = None, show_progress: bool = False) -> int:
-    """Train or resume every unfinished run of the ``arms`` (``task1``, or ``task1-pg1`` for a variant)
-    with ``seeds``, seed by seed, with the shared ``options`` (``TrainConfig`` fields, checked for every run before
+def train_campaign(options: dict[str, Any], runs: list[CampaignRun], parallel: int | None = None,
+                   show_progress: bool = False) -> int:
+    """Train or resume every unfinished one of ``runs`` (``campaign_runs``), in their order, with the shared
+    ``options`` (``TrainConfig`` fields, checked for every run before
     anything starts: ``check_options``), ``parallel`` at a time on this machine (default and torch threads per
     run: ``campaign_parallel``). Returns ``run_campaign``'s exit code. ``cluster.submit_campaign`` submits the
     same runs to SLURM instead.
     """
-    runs = campaign_runs(tuple(arms), tuple(seeds))
     options, config, device = check_options(options, runs)
     runs_at_once, torch_threads = campaign_parallel(device, len(runs), parallel)
     if torch_threads:

@@ -69,11 +69,10 @@ class TrainJob(submitit.helpers.Checkpointable):
         return submitit.helpers.DelayedSubmission(TrainJob(self.run, self.runs_dir, self.train_args))
 
 
-def submit_campaign(options: dict[str, Any], arms: tuple[str, ...], seeds: tuple[int, ...],
-                    parallel: int | None = None, **slurm: Any) -> int:
+def submit_campaign(options: dict[str, Any], runs: list[CampaignRun], parallel: int | None = None,
+                    **slurm: Any) -> int:
     """``campaign.train_campaign``'s runs as SLURM jobs (``submit_runs``, with its ``slurm`` settings), ``parallel``
     of them running at once (default: as many as SLURM allows); returns 0 once the runs are submitted."""
-    runs = campaign.campaign_runs(tuple(arms), tuple(seeds))
     options, config, _ = campaign.check_options(options, runs)
     submit_runs(config, campaign.train_arguments(options), campaign.ready_runs(runs, config, set(), "left alone"),
                 parallel=parallel, **slurm)

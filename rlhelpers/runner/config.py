@@ -1,9 +1,9 @@
 """Run configuration: one dataclass whose fields are the CLI options and the notebook parameters.
 
-``TrainConfig`` extends the core's ``AgentConfig`` with what makes a run. Fields left as ``None`` take a
-variant's values, then the run's defaults (``rlhelpers.core.config.run_defaults``: the algorithm table and the
+``TrainConfig`` extends the core's ``AgentConfig`` with what makes a run. Fields left as ``None`` take the
+run's defaults (``rlhelpers.core.config.run_defaults``: the algorithm table and the
 kind of env). ``validate`` turns bad input into one clear ``RLHelpersError``. A run's name is its arm (the algorithm,
-or ``<algo>-<variant>``) and its seed.
+or ``<algo>-<variant>``, the variant a name its caller gives to a change of hyperparameters) and its seed.
 """
 
 from __future__ import annotations
@@ -21,23 +21,11 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
 
 DEFAULT_RUNS_DIR = "runs"  # the committed runs, and the default of every command and of the notebook off Colab
-ALGOS = tuple(ALGORITHMS)
 RUN_NAME_SEPARATOR = "_seed-"
 RUN_NAME_PATTERN = re.compile(rf"^(?P<arm>.+){RUN_NAME_SEPARATOR}(?P<seed>-?[0-9]+)$")
 GAME_SETTINGS = ("life_loss", "fire_reset")  # how a game's episodes are cut and restarted (``core.envs``)
 
-# Named changes of an algorithm's hyperparameters, for controlled experiments beside the report's runs.
-# A variant is part of the run's name (``task1-pg1_seed-0``) and of its identity; its values are the
-# defaults of the run, and an explicit value that contradicts them is refused.
-VARIANTS: dict[str, dict[str, float]] = {
-    "pg1": {"pg_coef": 1.0},  # A2C's actor weight: does task1's small actor step explain its slower learning?
-    # All of A2C's coefficients and its learning rate: at equal hyperparameters, is the all-action method slower?
-    "a2chp": dict(ALGORITHMS["a2c"].defaults),
-    # A2C's actor weight at task1's temperature ent_coef / pg_coef (0.01): the step without pg1's colder policy.
-    "pg1ent": {"pg_coef": 1.0, "ent_coef": 0.01},
-    # task1's learning rate and critic weight for A2C: step size or estimator, which made pg1ent fast?
-    "lrvf": {"lr": 1.5e-3, "vf_coef": 0.5},
-}
+VARIANT_PATTERN = re.compile(r"^[A-Za-z0-9]+$")  # a variant's name: letters and digits, so that run names parse
 
 
 def whole_number(value: str | float) -> int:
@@ -56,21 +44,13 @@ def whole_number(value: str | float) -> int:
 
 
 def arm_name(algo: str, variant: str = "") -> str:
-    """What a run is a seed of: its algorithm, or ``<algo>-<variant>`` (``task1-pg1``)."""
+    """What a run is a seed of: its algorithm, or ``<algo>-<variant>``."""
     return f"{algo}-{variant}" if variant else algo
 
 
 def format_run_name(arm: str, seed: int) -> str:
     """The name of a run's directory and W&B run: ``<arm>_seed-<seed>``."""
     return f"{arm}{RUN_NAME_SEPARATOR}{seed}"
-
-
-def _changes_algo(variant: str, algo: str) -> bool:
-    return any(ALGORITHMS[algo].defaults.get(name) != value for name, value in VARIANTS[variant].items())
-
-
-# What a campaign can train: every algorithm, and every algorithm with a variant that changes it (task1-pg1).
-ARMS = ALGOS + tuple(arm_name(algo, variant) for variant in VARIANTS for algo in ALGOS if _changes_algo(variant, algo))
 
 
 def parse_run_name(name: str) -> tuple[str, int]:
@@ -90,9 +70,8 @@ def exceeds(mean_return: float, stop_return: float | None) -> bool:
 class TrainConfig(AgentConfig):
     """Everything that defines one run (algo, seed) and how it is trained, evaluated and saved."""
 
-    variant: str = option("", "a named change of the algorithm's hyperparameters, added to the run name: "
-                          + ", ".join(f"{name} ({', '.join(f'{k} {v:g}' for k, v in values.items())})"
-                                      for name, values in VARIANTS.items()), default="none")
+    variant: str = option("", "a name for the run's change of the algorithm's hyperparameters (given by their own "
+                          "options), added to the run name: <algo>-<variant>_seed-<seed>", default="none")
     total_timesteps: int = option(10_000_000, "training budget in environment steps, summed over all envs")
     eval_interval: int | None = option(None, "environment steps between evaluations")
     stop_return: float | None = option(None, "stop once the mean evaluation return exceeds this")
@@ -112,9 +91,6 @@ class TrainConfig(AgentConfig):
             if int in types and isinstance(getattr(self, name), float):
                 with contextlib.suppress(ValueError):  # a fraction stays, for validate to refuse
                     setattr(self, name, whole_number(getattr(self, name)))
-        for name, value in VARIANTS.get(self.variant, {}).items():
-            if getattr(self, name) is None:
-                setattr(self, name, value)
         with contextlib.suppress(RLHelpersError):  # an unknown env id: validate names it
             game = atari_game(self.env_id) or self.env_id
             self.wandb_project = self.wandb_project or f"{game.lower()}-actor-critic"
@@ -181,13 +157,12 @@ def validate(config: TrainConfig) -> TrainConfig:
     _check_types(config)
     check_choice("algo", config.algo, ALGORITHMS)
     if config.variant:
-        check_choice("variant", config.variant, VARIANTS)
-        contradicted = [f"{name} {value:g}, got {getattr(config, name)!r}"
-                        for name, value in VARIANTS[config.variant].items() if getattr(config, name) != value]
-        if contradicted:
-            raise RLHelpersError(f"variant {config.variant} means {'; '.join(contradicted)}")
-        if not _changes_algo(config.variant, config.algo):
-            raise RLHelpersError(f"variant {config.variant} changes nothing for {config.algo}: train it without one")
+        if not VARIANT_PATTERN.match(config.variant):
+            raise RLHelpersError(f"variant must be letters and digits, got {config.variant!r}")
+        if all(getattr(config, name) == value for name, value in ALGORITHMS[config.algo].defaults.items()):
+            raise RLHelpersError(f"variant {config.variant} changes none of {config.algo}'s hyperparameters "
+                                 f"({', '.join(ALGORITHMS[config.algo].defaults)}): set the ones it changes, or train "
+                                 "without a variant")
     check_supported(config.env_id, config.life_loss, config.fire_reset)
     for name in POSITIVE + NON_NEGATIVE:
         value, positive = getattr(config, name), name in POSITIVE

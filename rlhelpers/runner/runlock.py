@@ -10,15 +10,15 @@ refuses. An owner whose lock was taken over learns it at its next ``heartbeat`` 
 
 Taking a dead owner's lock over is atomic, though it uses only what a synced folder such as Google Drive
 guarantees: create-exclusive (``O_EXCL``) and rename. Every record holds a random token, so a lock file's
-bytes never recur; each version of the file is unique. To replace a version V, a process must hold a claim
+bytes never recur; each version of the file is unique. To replace a version V, a process must hold a bid
 on it: the file ``<lock>.<hash of V>-0``, created with ``O_EXCL``, which one process gets and the others
 find existing. Holding it, the process re-reads the lock and only if it is still V writes its own record to
 a temporary file and renames that over the lock. Nothing can change V between that re-read and the rename:
 V's owner is dead (on another host: stale, trusted to be gone), a fresh owner needs the lock file gone, and
-another taker needs the claim. So V is replaced at most once, by a live owner, and every other contender
-then finds that owner and is refused (or waits, as for any live owner). A claim file is a record like the
-lock's: a claimant that dies holding it is judged dead as an owner is, and the next claim, ``-1``, is
-contended for in the same way. Once V is gone its claims can never matter again, and whoever gets past them
+another taker needs the bid. So V is replaced at most once, by a live owner, and every other contender
+then finds that owner and is refused (or waits, as for any live owner). A bid file is a record like the
+lock's: a bidder that dies holding it is judged dead as an owner is, and the next bid, ``-1``, is
+contended for in the same way. Once V is gone its bids can never matter again, and whoever gets past them
 removes them. Records of older versions, without a token, are unique by their pid and heartbeat.
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from rlhelpers.core.errors import RLHelpersError, write_error
 from rlhelpers.runner.store import LOCK_FILE, write_atomically
 
-POLL_S = 0.05  # between two looks at a claim that another process holds
+POLL_S = 0.05  # between two looks at a bid that another process holds
 
 
 def _pid_alive(pid: int) -> bool:
@@ -53,7 +53,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _read(path: Path) -> tuple[bytes | None, dict | None]:
-    """The bytes and record of a lock or claim file, (None, None) if there is none; the record is {} if it stays
+    """The bytes and record of a lock or bid file, (None, None) if there is none; the record is {} if it stays
     unreadable.
 
     Such a file is created with its content in one write, so an empty or partial read can only be a
@@ -169,17 +169,17 @@ class RunLock:
         return True
 
     def _take_over(self, raw: bytes) -> bool:
-        """Replace the lock file holding ``raw``, whose owner is dead, by this process's record under a claim
+        """Replace the lock file holding ``raw``, whose owner is dead, by this process's record under a bid
         (see the module docstring); False if the lock changed first."""
         key = hashlib.sha1(raw).hexdigest()[:16]
-        claims: list[Path] = []
+        bids: list[Path] = []
         try:
             for n in itertools.count():
-                claims.append(self.path.with_name(f"{self.path.name}.{key}-{n}"))
-                while not self._create(claims[-1]):
-                    claimant = _read(claims[-1])[1]
-                    if claimant is not None and not self._owner_alive(claimant):
-                        break  # its claimant died: contend for the next claim
+                bids.append(self.path.with_name(f"{self.path.name}.{key}-{n}"))
+                while not self._create(bids[-1]):
+                    bidder = _read(bids[-1])[1]
+                    if bidder is not None and not self._owner_alive(bidder):
+                        break  # its bidder died: contend for the next bid
                     if _read(self.path)[0] != raw:
                         return False
                     time.sleep(POLL_S)
@@ -189,9 +189,9 @@ class RunLock:
                 return False
             self._write()
             return True
-        finally:  # the version ``raw`` is gone now, so its claims can never matter again
-            for claim in claims:
-                claim.unlink(missing_ok=True)
+        finally:  # the version ``raw`` is gone now, so its bids can never matter again
+            for bid in bids:
+                bid.unlink(missing_ok=True)
 
     def acquire(self) -> None:
         """Take the lock, waiting for an owner on another host to go stale (see the module docstring).

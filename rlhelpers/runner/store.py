@@ -8,7 +8,7 @@
     snapshots/model-000001000000.pt   model weights only, for the analysis
     owner.json                        the single-writer lock (``runlock``)
     train.log                         the output of a run that the campaign started
-    policy.pt, policy_rescore.json    the exported float16 policy and its re-score (``report.playback``), and
+    policy.pt, policy_rescore.json    the exported float16 policy and its re-score (the study's ``playback``), and
     policy_rescore_greedy.json        its re-score with greedy actions
 
 ``write_atomically`` writes to a temporary file, fsyncs it and renames it over the target, so a kill at any moment
@@ -453,6 +453,6 @@ def read_run(path: str | os.PathLike) -> RunRecord | None:
 
 def read_runs(runs_dir: str | os.PathLike, seeds: Collection[int] | None = None) -> list[RunRecord]:
     """The records of every run directory under ``runs_dir`` (``run_dirs``), in name order; with ``seeds``,
-    only the runs of those seeds (the report's prescribed parts use its own two)."""
+    only the runs of those seeds."""
     records = [record for path in run_dirs(runs_dir) if (record := read_run(path)) is not None]
     return records if seeds is None else [record for record in records if record.seed in seeds]

@@ -12,11 +12,11 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from rlhelpers.report.claims import BREAKOUT_SECTIONS, PONG_SECTIONS, SIGNIFICANT, format_figure
-from rlhelpers.report.experiment import HOLDS, NOT_SHOWN, REFUTED, Prediction
-from rlhelpers.report.plotting import save_figure
-from rlhelpers.report.results import markdown_table
-from rlhelpers.report.seeds import RESAMPLES, draw_differences
+from allaction.claims import BREAKOUT_SECTIONS, PONG_SECTIONS, SIGNIFICANT, format_figure
+from allaction.experiment import HOLDS, NOT_SHOWN, REFUTED, Prediction
+from allaction.results import markdown_table
+from allaction.seeds import RESAMPLES, draw_differences
+from rlhelpers.plots import save_figure
 
 GAMES = (("Pong", PONG_SECTIONS), ("Breakout", BREAKOUT_SECTIONS))
 # Each prediction with a Δ, by number: its game, the prefix of its section's figures in ``claims.measure`` and itself.

@@ -14,12 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from rlhelpers.report.analysis import write_analysis
-from rlhelpers.report.curves import last_evaluation
-from rlhelpers.report.experiment import AGENT_GIF, ANALYSIS_JSON, PONG
-from rlhelpers.report.playback import read_rescore, record_video
-from rlhelpers.report.plotting import figures_dir
-from rlhelpers.runner.config import ARMS, format_run_name
+from allaction.analysis import write_analysis
+from allaction.experiment import AGENT_GIF, ANALYSIS_JSON, ARMS, PONG
+from allaction.playback import read_rescore, record_video
+from rlhelpers.plots import figures_dir, last_evaluation
+from rlhelpers.runner.config import format_run_name
 from rlhelpers.runner.store import POLICY_FILE, RunRecord, read_runs
 from rlhelpers.runner.tracking import run_url
 
@@ -45,7 +44,7 @@ def markdown_table(title: str | None, rows: list[dict[str, str]], left: tuple[in
 def evaluated_runs(runs_dir: str | Path, seeds: tuple[int, ...] | None = PONG.seeds,
                    arms: tuple[str, ...] | None = None) -> list[RunRecord]:
     """The record of every run of ``seeds`` (default: the report's; None: any) and of ``arms`` (None: any) under
-    ``runs_dir`` with at least one evaluation: the rows of the report's tables, arm by arm (``config.ARMS``' order,
+    ``runs_dir`` with at least one evaluation: the rows of the report's tables, arm by arm (``experiment.ARMS``' order,
     then by name), seed by seed."""
     return sorted((r for r in read_runs(runs_dir, seeds) if r.evaluations and (arms is None or r.arm in arms)),
                   key=lambda r: (ARMS.index(r.arm) if r.arm in ARMS else len(ARMS), r.arm, r.seed))

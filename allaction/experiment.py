@@ -5,10 +5,61 @@ command line take them from here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlhelpers.runner.config import DEFAULT_RUNS_DIR
+from rlhelpers.core.errors import RLHelpersError
+from rlhelpers.core.losses import ALGORITHMS
+from rlhelpers.runner.campaign import CampaignRun, campaign_runs
+from rlhelpers.runner.config import DEFAULT_RUNS_DIR, arm_name, check_choice
+
+# Named changes of an algorithm's hyperparameters, for controlled experiments beside the report's runs.
+# A variant is part of the run's name (``task1-pg1_seed-0``) and of its identity; its values are the
+# defaults of the run, and an explicit value that contradicts them is refused.
+VARIANTS: dict[str, dict[str, float]] = {
+    "pg1": {"pg_coef": 1.0},  # A2C's actor weight: does task1's small actor step explain its slower learning?
+    # All of A2C's coefficients and its learning rate: at equal hyperparameters, is the all-action method slower?
+    "a2chp": dict(ALGORITHMS["a2c"].defaults),
+    # A2C's actor weight at task1's temperature ent_coef / pg_coef (0.01): the step without pg1's colder policy.
+    "pg1ent": {"pg_coef": 1.0, "ent_coef": 0.01},
+    # task1's learning rate and critic weight for A2C: step size or estimator, which made pg1ent fast?
+    "lrvf": {"lr": 1.5e-3, "vf_coef": 0.5},
+}
+
+
+def _changes_algo(variant: str, algo: str) -> bool:
+    return any(ALGORITHMS[algo].defaults.get(name) != value for name, value in VARIANTS[variant].items())
+
+
+# The study's arms: every algorithm, and every algorithm with a variant that changes it (task1-pg1).
+ARMS = tuple(ALGORITHMS) + tuple(arm_name(algo, variant) for variant in VARIANTS for algo in ALGORITHMS
+                                 if _changes_algo(variant, algo))
+
+
+def variant_options(algo: str, variant: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The run options (``TrainConfig`` fields) of ``algo`` with ``variant`` ("" for none): ``options`` with the
+    variant's hyperparameters. A variant the study lacks, one that changes nothing for ``algo``, and an option
+    that contradicts the variant are refused with an ``RLHelpersError``."""
+    if not variant:
+        return dict(options)
+    check_choice("variant", variant, VARIANTS)
+    if not _changes_algo(variant, algo):
+        raise RLHelpersError(f"variant {variant} changes nothing for {algo}: train it without one")
+    contradicted = [f"{name} {value:g}, got {options[name]!r}" for name, value in VARIANTS[variant].items()
+                    if options.get(name) not in (None, value)]
+    if contradicted:
+        raise RLHelpersError(f"variant {variant} means {'; '.join(contradicted)}")
+    return {**options, **VARIANTS[variant], "variant": variant}
+
+
+def study_runs(arms: tuple[str, ...], seeds: tuple[int, ...]) -> list[CampaignRun]:
+    """``campaign_runs`` of the study's ``arms`` (``ARMS``), each variant's runs with its hyperparameters."""
+    for arm in arms:
+        check_choice("arm", arm, ARMS)
+    return campaign_runs(arms, seeds, {arm: VARIANTS[variant] for arm in arms
+                                       if (variant := arm.partition("-")[2])})
+
 
 # The report's files in a runs directory's figures_dir (``plotting.figures_dir``); a follow-up section's figure and
 # measurements are its ``Comparison``'s.

@@ -33,12 +33,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from allaction.experiment import ANALYSIS_JSON
 from rlhelpers.core.config import filled
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS, state_value
 from rlhelpers.core.networks import ActorCritic
-from rlhelpers.report.experiment import ANALYSIS_JSON
-from rlhelpers.report.plotting import figures_dir
+from rlhelpers.plots import figures_dir
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import resolve_config
 from rlhelpers.runner.store import RunDirectory, load_model, write_atomically

@@ -13,9 +13,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from rlhelpers.report.experiment import COURSE_FULL_MARK, COURSE_GOOD, PUBLISHED_SPACE_INVADERS
-from rlhelpers.report.plotting import label_steps, save_figure
-from rlhelpers.report.results import markdown_table
+from allaction.experiment import COURSE_FULL_MARK, COURSE_GOOD, PUBLISHED_SPACE_INVADERS
+from allaction.results import markdown_table
+from rlhelpers.plots import label_steps, save_figure
 from rlhelpers.runner.store import GAMES_FILE, RunRecord, read_metrics
 
 LAST_GAMES = 100

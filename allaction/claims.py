@@ -15,8 +15,7 @@ from itertools import permutations, product
 from pathlib import Path
 from typing import Any
 
-from rlhelpers.report.curves import arm_curve, last_evaluation, mean_of_means, runs_by_arm
-from rlhelpers.report.experiment import (
+from allaction.experiment import (
     ABLATION,
     BREAKOUT,
     BREAKOUT_LEARNS,
@@ -32,9 +31,10 @@ from rlhelpers.report.experiment import (
     PONG,
     SPACE_INVADERS,
 )
-from rlhelpers.report.games import training_score
-from rlhelpers.report.results import markdown_table
-from rlhelpers.report.seeds import NO_RUNS, difference, gap_share, measure_arms, span
+from allaction.games import training_score
+from allaction.results import markdown_table
+from allaction.seeds import NO_RUNS, difference, gap_share, measure_arms, span
+from rlhelpers.plots import arm_curve, last_evaluation, mean_of_means, runs_by_arm
 from rlhelpers.runner.config import format_run_name, parse_run_name
 from rlhelpers.runner.store import RunRecord, read_run, read_runs
 

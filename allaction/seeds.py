@@ -15,9 +15,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlhelpers.report.curves import arm_curve, last_evaluation, mean_of_means, runs_by_arm
-from rlhelpers.report.experiment import ABLATION, HOLDS, NOT_SHOWN, REFUTED, Comparison, Prediction
-from rlhelpers.report.plotting import arm_color, draw_seeds, label_steps, save_figure
+from allaction.experiment import ABLATION, HOLDS, NOT_SHOWN, REFUTED, Comparison, Prediction
+from allaction.figures import arm_color
+from rlhelpers.plots import arm_curve, draw_seeds, label_steps, last_evaluation, mean_of_means, runs_by_arm, save_figure
 from rlhelpers.runner.store import RunRecord, read_runs
 
 RESAMPLES = 10_000
