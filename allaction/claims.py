@@ -281,7 +281,8 @@ def _second_game(runs_dir: str | Path) -> dict[str, Any]:
     found["learns"] = found["last/a2c"] >= BREAKOUT_LEARNS if finished else None
     for arm, records in runs.items():
         found.update({f"last/{record.name}": last_evaluation(record).mean for record in records})
-        entropies = [[m[ENTROPY] for m in record.metrics() if m.get(ENTROPY) is not None] for record in records]
+        entropies = [[value for m in record.metrics() if (value := m.values.get(ENTROPY)) is not None]
+                     for record in records]
         found[f"entropy_floor/{arm}"] = span(min(logged) for logged in entropies if logged)
         windows = [entropy for logged in entropies for entropy in logged]
         found[f"windows/{arm}"] = len(windows)

@@ -60,7 +60,7 @@ def plot_diagnostics(runs_dir: str | Path, out: str | Path | None = None, arms: 
     runs = [(record, record.metrics()) for record in read_runs(runs_dir, PONG.seeds) if record.arm in arms]
     for ax, (key, title) in zip(axes.flat, DIAGNOSTICS, strict=True):
         for record, metrics in runs:
-            points = [(m["global_step"], m[key]) for m in metrics if m.get(key) is not None]
+            points = [(m.global_step, m.values[key]) for m in metrics if m.values.get(key) is not None]
             if points:
                 steps, values = zip(*points, strict=True)
                 ax.plot(steps, values, _seed_style(record.seed, LINE_STYLES, LINE_STYLES[-1]),

@@ -38,12 +38,12 @@ def training_scores(record: RunRecord) -> list[TrainingScore]:
     pooled: deque[float] = deque(maxlen=LAST_GAMES)
     scores, games = [], 0
     for line in read_metrics(record.path / GAMES_FILE) if record.path is not None else []:
-        for env, score, _ in line["games"]:
+        for env, score, _ in line.values["games"]:
             by_env[env].append(score)
             pooled.append(score)
             games += 1
         if all(by_env):
-            scores.append(TrainingScore(line["global_step"], float(np.mean([np.mean(s) for s in by_env])),
+            scores.append(TrainingScore(line.global_step, float(np.mean([np.mean(s) for s in by_env])),
                                         float(np.mean(pooled)), games))
     return scores
 

@@ -14,7 +14,7 @@ from typing import Any
 from rlhelpers.core.evaluation import Evaluation
 from rlhelpers.runner.campaign import command_line
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.store import HISTORY_FILE, RunDirectory, RunRecord
+from rlhelpers.runner.store import HISTORY_FILE, RunDirectory, RunRecord, read_metrics
 
 # A CartPole run small enough to train in seconds: 4 envs, evaluated every 1,000 steps on 2 episodes, never stopped
 # early, on the CPU, W&B disabled. A test changes what it needs.
@@ -67,6 +67,11 @@ def save(runs_dir: Path, record: RunRecord) -> Path:
     run_path.mkdir(parents=True, exist_ok=True)
     RunDirectory(run_path).write_record(record)
     return run_path
+
+
+def logged(path: Path) -> list[dict[str, Any]]:
+    """The lines of a metrics log as the file holds them (``MetricsLine.to_dict``): what a test looks up by key."""
+    return [line.to_dict() for line in read_metrics(path)]
 
 
 def saved(run_path: Path) -> dict[str, Any]:

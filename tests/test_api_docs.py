@@ -63,11 +63,11 @@ def test_the_api_examples_train_resume_read_and_play_a_run_as_documented(
     record = read_run(run_dir)
     assert record is not None
     assert [e.step for e in record.evaluations] == list(range(0, RESUMED_BUDGET + 1, EVAL_INTERVAL))
-    assert [session["start_step"] for session in record.sessions] == [0, BUDGET]
+    assert [session.start_step for session in record.sessions] == [0, BUDGET]
 
     # Reading: the page's record is the one on disk, and its metrics hold each evaluation.
     assert namespace["record"].evaluations == record.evaluations == result.record.evaluations
-    assert [line["global_step"] for line in namespace["eval_lines"]] == [e.step for e in record.evaluations]
+    assert [line.global_step for line in namespace["eval_lines"]] == [e.step for e in record.evaluations]
 
     # Playing: the newest snapshot, the episodes asked for, and the env closed.
     assert namespace["step"] == RESUMED_BUDGET

@@ -38,7 +38,6 @@ from rlhelpers.runner.store import (
     LOCK_FILE,
     METRICS_FILE,
     TRAIN_LOG,
-    read_metrics,
 )
 
 PONG_RUNS = campaign_runs(PONG.arms, PONG.seeds)
@@ -159,7 +158,7 @@ def test_stopping_the_campaign_checkpoints_and_stops_its_children(tmp_path: Path
                              *CARTPOLE], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first_two = [runs / name for name in RUN_NAMES[:2]]
     deadline = time.monotonic() + 120
-    while not all(any(m["global_step"] >= 10_000 for m in read_metrics(p / METRICS_FILE)) for p in first_two):
+    while not all(any(m["global_step"] >= 10_000 for m in builders.logged(p / METRICS_FILE)) for p in first_two):
         assert time.monotonic() < deadline and proc.poll() is None, "the first two runs never reached step 10,000"
         time.sleep(0.2)
     children = [json.loads((p / LOCK_FILE).read_text())["pid"] for p in first_two]
@@ -305,7 +304,7 @@ def test_a_campaign_restarted_while_the_killed_ones_runs_still_checkpoint_finish
                              stderr=subprocess.DEVNULL, env=builders.slow_copies(dict(os.environ), 8))
     first_two = [runs / name for name in ("a2c_seed-0", "task1_seed-0")]
     deadline = time.monotonic() + 120
-    while not all(read_metrics(p / METRICS_FILE) for p in first_two):  # both are training, inside a slow save
+    while not all(builders.logged(p / METRICS_FILE) for p in first_two):  # both are training, inside a slow save
         assert time.monotonic() < deadline and first.poll() is None, "the first two runs never started training"
         time.sleep(0.2)
     first.kill()
@@ -329,7 +328,7 @@ def test_a_run_stopped_from_outside_is_named_and_the_campaign_fails(tmp_path: Pa
                              "--seeds", "0", "--total-timesteps", "10000000", *CARTPOLE], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not any(m["global_step"] >= 10_000 for m in read_metrics(run / METRICS_FILE)):
+    while not any(m["global_step"] >= 10_000 for m in builders.logged(run / METRICS_FILE)):
         assert time.monotonic() < deadline and proc.poll() is None, "the run never reached step 10,000"
         time.sleep(0.2)
     os.kill(json.loads((run / LOCK_FILE).read_text())["pid"], signal.SIGTERM)

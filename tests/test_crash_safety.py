@@ -36,7 +36,6 @@ from rlhelpers.runner.store import (
     RunDirectory,
     checkpoint_name,
     load_model,
-    read_metrics,
 )
 
 EVAL_INTERVAL = 200  # a multiple of the batch (4 envs x 5 steps), so evaluations land exactly on it
@@ -202,7 +201,7 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     assert not list(run_dir.path.glob("*.tmp")) and not (run_dir.path / LOCK_FILE).exists()
     assert not any((tmpdir / "rlhelpers-staging").glob("*/*"))
     # The local metrics log holds every evaluation exactly once, whatever was logged before a kill.
-    metrics = read_metrics(run_dir.path / METRICS_FILE)
+    metrics = builders.logged(run_dir.path / METRICS_FILE)
     assert [m["global_step"] for m in metrics if "eval/mean_return" in m] == expected
     run_id = record["wandb_run_id"]
     wandb_runs = list((tmp_path / "wandb-dir" / "wandb").glob("offline-run-*"))
@@ -595,7 +594,7 @@ def test_wandb_resume_reuses_the_run_id_and_logs_the_redone_steps_again(tmp_path
     states = load_all(run_dir)
     assert {state["wandb_run_id"] for state in states.values()} == {first.record.wandb_run_id}
     assert saved(run_dir.path)["wandb_run_id"] == first.record.wandb_run_id
-    before = read_metrics(run_dir.path / METRICS_FILE)
+    before = builders.logged(run_dir.path / METRICS_FILE)
     assert max(m["global_step"] for m in before) == 600
     # The process died after logging up to step 600 but the checkpoints after 200 never reached the disk.
     for step in (400, 600):
@@ -606,7 +605,7 @@ def test_wandb_resume_reuses_the_run_id_and_logs_the_redone_steps_again(tmp_path
     assert second.record.wandb_run_id == first.record.wandb_run_id
     sessions = sorted((tmp_path / "wandb-dir" / "wandb").glob("offline-run-*"))
     assert len(sessions) == 2 and all(s.name.endswith(f"-{first.record.wandb_run_id}") for s in sessions)
-    metrics = read_metrics(run_dir.path / METRICS_FILE)
+    metrics = builders.logged(run_dir.path / METRICS_FILE)
     assert [m["global_step"] for m in metrics if "eval/mean_return" in m] == [0, 200, 400, 600]  # each once
     first_session_end = max(m["time"] for m in before)
     redone = [m for m in metrics if m["global_step"] > 200]

@@ -204,7 +204,7 @@ def test_each_session_records_the_precision_in_effect_and_the_trainer_gives_torc
         if device == "cpu":
             set_torch_settings(fp32)
         assert torch_settings() == fp32
-        assert recorded(session_provenance(trainer.device, 0, 0)) == fp32
+        assert recorded(session_provenance(trainer.device, 0, 0).to_dict()) == fp32
     finally:
         trainer.close()
     assert torch_settings() == notebook_settings

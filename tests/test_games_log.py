@@ -9,13 +9,13 @@ import json
 from collections import deque
 from pathlib import Path
 
+import builders
 import numpy as np
 import pytest
 
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner import run
 from rlhelpers.runner.config import TrainConfig, validate
-from rlhelpers.runner.store import read_metrics
 
 SPACE_INVADERS = "SpaceInvadersNoFrameskip-v4"
 LIVES = 3
@@ -65,14 +65,14 @@ def test_the_logged_games_give_the_metrics_reward_mean_100_exactly_also_after_a_
     with open(games_path, "a") as f:
         f.write(json.dumps({"global_step": 3_500, "time": 0.0, "games": [[0, 12345.0, 1]]}) + "\n")
     run.train(space_invaders(tmp_path, 6_000), show_progress=False)
-    games_log = read_metrics(games_path)
+    games_log = builders.logged(games_path)
     games = [game for line in games_log for game in line["games"]]
     assert [0, 12345.0, 1] not in games
     assert all(length > LIVES for _, _, length in games) and {env for env, _, _ in games} == {0, 1}
     steps = [line["global_step"] for line in games_log]
     assert steps == sorted(steps) and len(set(steps)) == len(steps)
     checked = 0
-    for line in read_metrics(run_dir / "metrics.jsonl"):
+    for line in builders.logged(run_dir / "metrics.jsonl"):
         if "charts/reward_mean_100" in line:
             assert line["charts/reward_mean_100"] == course_figure(games_log, line["global_step"], 2)
             checked += 1

@@ -12,10 +12,12 @@ import json
 import shutil
 from pathlib import Path
 
+import builders
+
 from rlhelpers.cli import main
 from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import cpu_model, train
-from rlhelpers.runner.store import HISTORY_FILE, METRICS_FILE, RunDirectory, load_model, read_metrics, read_run
+from rlhelpers.runner.store import HISTORY_FILE, METRICS_FILE, RunDirectory, load_model, read_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "before-71"
 RUN = "task1_seed-3"
@@ -41,7 +43,7 @@ def test_the_old_files_read_as_they_were_written(tmp_path: Path) -> None:
     assert (record.arm, record.seed, record.wandb_run_id) == ("task1", 3, on_disk["wandb_run_id"])
     assert [e.step for e in record.evaluations] == [0, 5_000, 10_000] and record.finished()
     assert [e.returns for e in record.evaluations] == [tuple(p["returns"]) for p in on_disk["history"]]
-    metrics = read_metrics(runs / RUN / METRICS_FILE)
+    metrics = builders.logged(runs / RUN / METRICS_FILE)
     assert [m["global_step"] for m in metrics] == [0, 5_000, 10_000, 10_000] and "losses/entropy" in metrics[2]
     state = RunDirectory(runs / RUN).load_latest_checkpoint()
     assert state is not None and state["num_timesteps"] == 10_000 and state["eval_history"] == on_disk["history"]
@@ -66,9 +68,9 @@ def test_the_old_run_resumes_as_the_old_code_resumed_it(tmp_path: Path) -> None:
     expected = json.loads((FIXTURES / "resumed-to-20000.eval_history.json").read_text())
     assert history["history"][:3] == saved["history"]  # what was there stays, bit for bit
     assert history["wandb_run_id"] == saved["wandb_run_id"] and len(history["provenance"]) == 2
-    metrics = read_metrics(runs / RUN / METRICS_FILE)
-    expected_metrics = read_metrics(FIXTURES / "resumed-to-20000.metrics.jsonl")
-    assert metrics[:4] == read_metrics(FIXTURES / RUN / METRICS_FILE)
+    metrics = builders.logged(runs / RUN / METRICS_FILE)
+    expected_metrics = builders.logged(FIXTURES / "resumed-to-20000.metrics.jsonl")
+    assert metrics[:4] == builders.logged(FIXTURES / RUN / METRICS_FILE)
     if cpu_model() == saved["provenance"][0]["device_name"]:  # the CPU model that wrote the fixture
         assert without_wall_clock(history["history"]) == without_wall_clock(expected["history"])
         assert without_wall_clock(metrics) == without_wall_clock(expected_metrics)

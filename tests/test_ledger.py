@@ -33,7 +33,7 @@ BREAKOUT_FINALS = {"a2c": [40.0, 30.0, 26.0], "task1": [5.0, 8.0, 6.0], "task1-p
 
 def write_entropies(run_dir: Path, entropies: list[float]) -> None:
     """One window (a line of training metrics) per entropy."""
-    lines = [{"global_step": 10_000 * (i + 1), "losses/entropy": e} for i, e in enumerate(entropies)]
+    lines = [{"global_step": 10_000 * (i + 1), "time": 1.0 + i, "losses/entropy": e} for i, e in enumerate(entropies)]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 

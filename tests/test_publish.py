@@ -22,7 +22,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.evaluation import Evaluation
 from rlhelpers.runner import tracking
 from rlhelpers.runner.run import train
-from rlhelpers.runner.store import LOCK_FILE, METRICS_FILE, checkpoint_name, read_metrics
+from rlhelpers.runner.store import LOCK_FILE, METRICS_FILE, checkpoint_name
 from rlhelpers.runner.tracking import init_run
 
 EVAL_INTERVAL = 2_500  # training lines land every 10,000 steps (trainer's log interval), evaluations more often
@@ -88,7 +88,7 @@ def root(trained: Trained, monkeypatch: pytest.MonkeyPatch) -> Path:
 def expected_steps(run_path: Path) -> list[int]:
     """Every global_step of the run's local files, once."""
     history = json.loads((run_path / "eval_history.json").read_text())["history"]
-    steps = {int(line["global_step"]) for line in read_metrics(run_path / METRICS_FILE)}
+    steps = {int(line["global_step"]) for line in builders.logged(run_path / METRICS_FILE)}
     return sorted(steps | {int(point["step"]) for point in history})
 
 
@@ -123,7 +123,7 @@ def test_offline_publish_writes_one_complete_run_per_algo_and_seed(trained: Trai
         for point in saved["history"]:
             assert by_step[point["step"]]["eval/returns"] == point["returns"]
             assert by_step[point["step"]]["eval/mean_return"] == pytest.approx(sum(point["returns"]) / 2)
-        for line in read_metrics(run_path / METRICS_FILE):
+        for line in builders.logged(run_path / METRICS_FILE):
             row = by_step[line["global_step"]]
             assert all(row[key] == pytest.approx(value) for key, value in line.items()
                        if key not in ("time", "global_step") and value is not None)

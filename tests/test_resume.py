@@ -7,7 +7,7 @@ import builders
 import torch
 
 from rlhelpers.runner.run import train
-from rlhelpers.runner.store import METRICS_FILE, RunDirectory, read_metrics
+from rlhelpers.runner.store import METRICS_FILE, RunDirectory
 
 cartpole = functools.partial(builders.cartpole, algo="task2", stop_return=1000.0, wandb_mode="offline")
 
@@ -61,7 +61,7 @@ def test_snapshots_change_nothing_that_is_trained_even_on_a_resume_at_a_snapshot
                        show_progress=False)
         run_dir = RunDirectory(runs / "task2_seed-0")
         metrics = [{k: v for k, v in m.items() if k not in ("time", "charts/fps")}
-                   for m in read_metrics(run_dir.path / METRICS_FILE)]
+                   for m in builders.logged(run_dir.path / METRICS_FILE)]
         final_weights = torch.load(run_dir.snapshots()[-1][1], weights_only=True)["model"]
         return list(result.record.evaluations), metrics, [step for step, _ in run_dir.snapshots()], final_weights
 

@@ -19,11 +19,15 @@ from builders import saved
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.networks import build_model
-from rlhelpers.runner.run import git_commit, train
+from rlhelpers.runner.run import git_commit, session_provenance, train
 from rlhelpers.runner.store import (
+    HISTORY_FILE,
     LOCK_FILE,
     METRICS_FILE,
+    SHAPE_FIELDS,
     SNAPSHOT_DIR,
+    MetricsLine,
+    Provenance,
     RunDirectory,
     append_metrics,
     drop_metrics_after,
@@ -95,7 +99,7 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
 def test_metrics_log_mirrors_what_is_logged(tmp_path: Path) -> None:
     train(cartpole(tmp_path, 30_000, eval_interval=10_000), show_progress=False)
     run_path = tmp_path / "task1_seed-0"
-    metrics = read_metrics(run_path / METRICS_FILE)
+    metrics = builders.logged(run_path / METRICS_FILE)
     history = saved(run_path)["history"]
     evals = [m for m in metrics if "eval/mean_return" in m]
     assert [m["global_step"] for m in evals] == [p["step"] for p in history]
@@ -116,12 +120,12 @@ def test_metrics_log_drops_lines_after_the_resumed_step(tmp_path: Path) -> None:
         f.write('{"global_step": 400, "x": 4')  # the partial line of a writer killed mid-append
     drop_metrics_after(log, 200)
     assert log.read_text().splitlines() == lines[:3]  # step 300 and the partial line dropped, the rest as it was
-    assert [m["global_step"] for m in read_metrics(log)] == [0, 100, 200]
+    assert [m["global_step"] for m in builders.logged(log)] == [0, 100, 200]
     inode = log.stat().st_ino
     drop_metrics_after(log, 200)
     assert log.stat().st_ino == inode  # nothing to drop: the file is not rewritten
     append_metrics(log, {"x": float("nan")}, 300)
-    assert read_metrics(log)[-1]["x"] is None  # JSON has no NaN
+    assert builders.logged(log)[-1]["x"] is None  # JSON has no NaN
 
 
 def test_resume_drops_metrics_logged_after_the_checkpoint(tmp_path: Path) -> None:
@@ -130,7 +134,7 @@ def test_resume_drops_metrics_logged_after_the_checkpoint(tmp_path: Path) -> Non
     path = tmp_path / "task1_seed-0" / METRICS_FILE
     append_metrics(path, {"eval/mean_return": 1.0}, 2_500)  # logged by a session that died before saving
     train(cartpole(tmp_path, 3_000), show_progress=False)
-    evals = [m["global_step"] for m in read_metrics(path) if "eval/mean_return" in m]
+    evals = [m["global_step"] for m in builders.logged(path) if "eval/mean_return" in m]
     assert evals == [0, 1_000, 2_000, 3_000]
 
 
@@ -163,7 +167,7 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
                             env=dict(os.environ, OMP_NUM_THREADS="1"))
     run = RunDirectory(runs / "a2c_seed-0")
     deadline = time.monotonic() + 120
-    while not any(m["global_step"] >= 20_000 for m in read_metrics(run.path / METRICS_FILE)):
+    while not any(m["global_step"] >= 20_000 for m in builders.logged(run.path / METRICS_FILE)):
         assert time.monotonic() < deadline and proc.poll() is None, "the run never reached step 20,000"
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
@@ -172,6 +176,40 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
     assert "(stopped by SIGTERM)" in out
     newest = builders.checkpoint(run.path)["num_timesteps"]
     assert newest >= 20_000  # well past the step-0 checkpoint of the first evaluation
-    assert max(m["global_step"] for m in read_metrics(run.path / METRICS_FILE)) <= newest
+    assert max(m["global_step"] for m in builders.logged(run.path / METRICS_FILE)) <= newest
     assert not (run.path / LOCK_FILE).exists()
     assert json.loads(run.history_path.read_text())["history"][-1]["step"] == 0
+
+
+def test_every_committed_record_and_log_reads_typed_and_writes_back_as_it_is() -> None:
+    """Each committed eval_history.json reads into a ``RunRecord`` whose sessions are ``Provenance`` records, all
+    three shapes that versions wrote among them, and writes back to the file's contents, every session's fields in
+    their order; each line of every committed metrics.jsonl and games.jsonl reads into a ``MetricsLine`` that
+    writes back to the same text."""
+    shapes = set()
+    committed = (REPO / "runs", REPO / "runs_discarded")
+    histories = sorted(path for folder in committed for path in folder.rglob(HISTORY_FILE))
+    assert len(histories) > 40
+    for path in histories:
+        data = json.loads(path.read_text())
+        record = read_run(path.parent)
+        assert record is not None and all(isinstance(session, Provenance) for session in record.sessions)
+        assert record.to_dict() == data, path
+        assert [list(s.to_dict()) for s in record.sessions] == [list(s) for s in data["provenance"]], path
+        shapes.update(frozenset(s) & set(SHAPE_FIELDS) for s in data["provenance"])
+    assert shapes == {frozenset({"precision"}), frozenset(), frozenset({"float32_matmul_precision", "cudnn_tf32"})}
+    logs = sorted(path for folder in committed for path in folder.rglob("*.jsonl"))
+    assert {path.name for path in logs} == {METRICS_FILE, "games.jsonl"}
+    for path in logs:
+        lines = path.read_text().splitlines()
+        typed = read_metrics(path)
+        assert all(isinstance(line, MetricsLine) for line in typed) and len(typed) == len(lines), path
+        assert [json.dumps(line.to_dict()) for line in typed] == lines, path
+
+
+def test_a_session_of_this_version_writes_the_fields_it_reads() -> None:
+    """A new session's provenance, through a checkpoint's plain types and back, is the same record."""
+    session = session_provenance(torch.device("cpu"), 0, 1_000)
+    assert Provenance.from_dict(json.loads(json.dumps(session.to_dict()))) == session
+    assert session.float32_matmul_precision is not None and session.precision is None
+    assert "precision" not in session.to_dict() and list(session.to_dict())[:2] == ["start_step", "start_time"]

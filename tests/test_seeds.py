@@ -311,8 +311,9 @@ def test_the_second_game_cites_each_run_s_last_evaluation_and_each_arm_s_entropy
     lowest = {"task1-pg1": [0.9, 0.002, 0.05], "a2c": [0.4, 0.7, 0.6]}  # task1 logged no entropy
     for arm, floors in lowest.items():
         for seed, floor in zip(BREAKOUT.seeds, floors, strict=True):
-            lines = [{"global_step": step, "losses/entropy": e} for step, e in ((10, 1.5), (20, floor), (30, 1.2))]
-            lines.insert(1, {"global_step": 15, "eval/mean_return": 0.0})  # a record without an entropy
+            lines = [{"global_step": step, "time": float(step), "losses/entropy": e}
+                     for step, e in ((10, 1.5), (20, floor), (30, 1.2))]
+            lines.insert(1, {"global_step": 15, "time": 15.0, "eval/mean_return": 0.0})  # a record without an entropy
             metrics = tmp_path / f"{arm}_seed-{seed}" / "metrics.jsonl"
             metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
     found = claims.measure(ROOT / "runs", None, breakout_dir=tmp_path)

@@ -38,7 +38,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.config import GAME_SETTINGS, TrainConfig, arm_name, format_run_name
 from rlhelpers.runner.run import StopRequest, device_name, progress_bar, resolve_config, say
 from rlhelpers.runner.runlock import RunLock, holder
-from rlhelpers.runner.store import CAMPAIGN_LOCK, TRAIN_LOG, RunRecord, read_run, run_dirs
+from rlhelpers.runner.store import CAMPAIGN_LOCK, TRAIN_LOG, MetricsLine, RunRecord, read_run, run_dirs
 
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
 WAIT_FOR_HOLDER = "waiting until it stops, then training it if it is unfinished"  # said of a run another process trains
@@ -97,17 +97,17 @@ class RunStatus:
     over: bool  # done: its budget spent, or stopped early above its stop return (``RunRecord.finished``)
 
 
-def _recent_rate(metrics: list[dict[str, Any]]) -> float | None:
+def _recent_rate(metrics: list[MetricsLine]) -> float | None:
     """Environment steps per second over the last RATE_WINDOW_S of the latest session's metrics."""
     if len(metrics) < 2:
         return None
     first = last = metrics[-1]
     for line in reversed(metrics[:-1]):
-        if line["global_step"] >= first["global_step"] or last["time"] - line["time"] > RATE_WINDOW_S:
+        if line.global_step >= first.global_step or last.time - line.time > RATE_WINDOW_S:
             break  # a step that goes back is the start of a resumed session
         first = line
-    elapsed = last["time"] - first["time"]
-    return (last["global_step"] - first["global_step"]) / elapsed if elapsed > 0 else None
+    elapsed = last.time - first.time
+    return (last.global_step - first.global_step) / elapsed if elapsed > 0 else None
 
 
 def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_return: float | None = None) -> RunStatus:
@@ -117,7 +117,7 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
     record = read_run(path) or RunRecord(path.name, path)
     metrics = record.metrics()
     total, stop = record.setting("total_timesteps", total_timesteps), record.setting("stop_return", stop_return)
-    steps = max([e.step for e in record.evaluations[-1:]] + [int(m["global_step"]) for m in metrics[-1:]] + [0])
+    steps = max([e.step for e in record.evaluations[-1:]] + [m.global_step for m in metrics[-1:]] + [0])
     over = record.finished(total, stop)
     if path.is_dir() and RunLock(path).live_owner() is not None:
         state = "running"

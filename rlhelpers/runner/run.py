@@ -33,7 +33,14 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.trainer import Trainer
 from rlhelpers.runner.config import TrainConfig, exceeds, validate
 from rlhelpers.runner.runlock import RunLock
-from rlhelpers.runner.store import RunDirectory, RunRecord, append_metrics, check_resumable, drop_metrics_after
+from rlhelpers.runner.store import (
+    Provenance,
+    RunDirectory,
+    RunRecord,
+    append_metrics,
+    check_resumable,
+    drop_metrics_after,
+)
 from rlhelpers.runner.tracking import Tracker, new_run_id, resolve_wandb_mode
 
 LOG_INTERVAL = 10_000  # environment steps between two lines of training metrics (whole updates)
@@ -125,28 +132,18 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def session_provenance(device: torch.device, env_threads: int, start_step: int) -> dict[str, Any]:
+def session_provenance(device: torch.device, env_threads: int, start_step: int) -> Provenance:
     """One training session's record: from which step, with which code, libraries, hardware and numerics."""
     commit, dirty = git_commit()
-    return {
-        "start_step": start_step,
-        "start_time": time.time(),
-        "rlhelpers": _version("rlhelpers"),
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "python": platform.python_version(),
-        "torch": str(torch.__version__),
-        "gymnasium": _version("gymnasium"),
-        "ale_py": _version("ale-py"),
-        "numpy": _version("numpy"),
-        "device": str(device),
-        "device_name": device_name(device),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),  # "highest": fp32, "high": TF32 on a GPU
-        "cudnn_tf32": torch.backends.cudnn.allow_tf32,  # convolutions in TF32 on a GPU of Ampere or later
-        "env_threads": env_threads,
-    }
+    return Provenance(
+        start_step=start_step, start_time=time.time(), rlhelpers=_version("rlhelpers"), git_commit=commit,
+        git_dirty=dirty, python=platform.python_version(), torch=str(torch.__version__),
+        gymnasium=_version("gymnasium"), ale_py=_version("ale-py"), numpy=_version("numpy"), device=str(device),
+        device_name=device_name(device),
+        cpu_count=os.cpu_count(), torch_threads=torch.get_num_threads(),
+        float32_matmul_precision=torch.get_float32_matmul_precision(),  # "highest": fp32, "high": TF32 on a GPU
+        cudnn_tf32=torch.backends.cudnn.allow_tf32,  # convolutions in TF32 on a GPU of Ampere or later
+        env_threads=env_threads)
 
 
 def resolve_config(config: TrainConfig) -> tuple[TrainConfig, torch.device]:
@@ -326,7 +323,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
         provenance = session_provenance(device, config.env_threads, trainer.num_timesteps)
         record = dataclasses.replace(record, sessions=record.sessions + (provenance,))
         start = f"resuming from step {trainer.num_timesteps:,}" if state is not None else "starting"
-        print(f"{config.run_name}: {start} on {device} ({provenance['device_name']})", file=sys.stderr)
+        print(f"{config.run_name}: {start} on {device} ({provenance.device_name})", file=sys.stderr)
         # Lines logged after the checkpoint belong to work that is about to be redone.
         for log in (run_dir.metrics_path, run_dir.games_path):
             drop_metrics_after(log, trainer.num_timesteps if state is not None else -1)

@@ -35,7 +35,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -100,15 +100,34 @@ def write_atomically(path: str | os.PathLike, content: bytes | Callable[[IO[byte
             os.close(fd)
 
 
-def _metrics_line(line: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class MetricsLine:
+    """One line of a metrics log (metrics.jsonl, games.jsonl): the step it was logged at, the wall-clock time and
+    each value by its name (a number, None for a non-finite one; games.jsonl's ``games``, [env, return, length] each).
+    Written and read through ``to_dict`` and ``from_dict``, each value where it stood."""
+
+    global_step: int
+    time: float
+    values: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MetricsLine:
+        values = dict(data)
+        return cls(values.pop("global_step"), values.pop("time"), values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"global_step": self.global_step, "time": self.time, **self.values}
+
+
+def _metrics_line(line: str) -> MetricsLine | None:
     try:
-        metrics = json.loads(line)
+        data = json.loads(line)
     except json.JSONDecodeError:
         return None  # the partial last line of a writer killed mid-append
-    return metrics if isinstance(metrics, dict) and "global_step" in metrics else None
+    return MetricsLine.from_dict(data) if isinstance(data, dict) and {"global_step", "time"} <= data.keys() else None
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
+def read_metrics(path: Path) -> list[MetricsLine]:
     """Every complete line of a metrics log, in file order ([] when there is none)."""
     if not path.exists():
         return []
@@ -121,7 +140,7 @@ def drop_metrics_after(path: Path, step: int) -> None:
     if not path.exists():
         return
     lines = path.read_text().splitlines()
-    kept = [line for line in lines if (m := _metrics_line(line)) is not None and m["global_step"] <= step]
+    kept = [line for line in lines if (m := _metrics_line(line)) is not None and m.global_step <= step]
     if len(kept) < len(lines):
         write_atomically(path, "".join(line + "\n" for line in kept).encode())
 
@@ -129,14 +148,51 @@ def drop_metrics_after(path: Path, step: int) -> None:
 def append_metrics(path: Path, metrics: dict[str, Any], step: int) -> None:
     """Append one line to the metrics log ``path``: ``global_step``, ``time`` and ``metrics`` (non-finite floats
     as null)."""
-    line: dict[str, Any] = {"global_step": step, "time": round(time.time(), 3)}
-    for key, value in metrics.items():
-        line[key] = None if isinstance(value, float) and not math.isfinite(value) else value
+    line = MetricsLine(step, round(time.time(), 3), {key: None if isinstance(value, float) and not math.isfinite(value)
+                                                      else value for key, value in metrics.items()})
     try:
         with open(path, "a") as f:
-            f.write(json.dumps(line) + "\n")
+            f.write(json.dumps(line.to_dict()) + "\n")
     except OSError as exc:
         raise write_error(str(path), exc) from exc
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provenance:
+    """One training session as the run's record keeps it: from which step and when, with which code, libraries,
+    hardware and numerics. Each version recorded some of the last fields only: ``precision`` (while a run could
+    train in bfloat16), then neither it nor the float32 settings, then ``float32_matmul_precision`` and
+    ``cudnn_tf32``; the ones a session lacks are None and not written, so each shape reads and writes back as it
+    was, its fields in their order."""
+
+    start_step: int
+    start_time: float
+    rlhelpers: str | None
+    git_commit: str | None
+    git_dirty: bool | None
+    python: str
+    torch: str
+    gymnasium: str | None
+    ale_py: str | None
+    numpy: str | None
+    device: str
+    device_name: str
+    cpu_count: int | None
+    precision: str | None = None
+    torch_threads: int
+    float32_matmul_precision: str | None = None
+    cudnn_tf32: bool | None = None
+    env_threads: int
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Provenance:
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: value for name, value in asdict(self).items() if value is not None or name not in SHAPE_FIELDS}
+
+
+SHAPE_FIELDS = ("precision", "float32_matmul_precision", "cudnn_tf32")  # what some versions' sessions lack
 
 
 @dataclass(frozen=True)
@@ -151,7 +207,7 @@ class RunRecord:
     config: dict[str, Any] = field(default_factory=dict)
     evaluations: tuple[Evaluation, ...] = ()
     wandb_run_id: str | None = None
-    sessions: tuple[dict[str, Any], ...] = ()
+    sessions: tuple[Provenance, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], path: str | os.PathLike | None = None) -> RunRecord:
@@ -160,24 +216,24 @@ class RunRecord:
         return cls(name=data.get("run_name") or (path.name if path is not None else ""), path=path,
                    config=dict(data.get("config") or {}), wandb_run_id=data.get("wandb_run_id"),
                    evaluations=tuple(Evaluation.from_dict(point) for point in data.get("history") or []),
-                   sessions=tuple(data.get("provenance") or ()))
+                   sessions=tuple(map(Provenance.from_dict, data.get("provenance") or ())))
 
     def to_dict(self) -> dict[str, Any]:
         """The contents of eval_history.json."""
         return {"run_name": self.name, "wandb_run_id": self.wandb_run_id, "config": self.config,
-                "provenance": list(self.sessions), "history": [e.to_dict() for e in self.evaluations]}
+                "provenance": [s.to_dict() for s in self.sessions], "history": [e.to_dict() for e in self.evaluations]}
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any], path: Path) -> RunRecord:
         """The record that a checkpoint's training state holds."""
         return cls(name=path.name, path=path, config=state["config"], wandb_run_id=state.get("wandb_run_id"),
                    evaluations=tuple(Evaluation.from_dict(point) for point in state.get("eval_history", [])),
-                   sessions=tuple(state.get("sessions", ())))
+                   sessions=tuple(map(Provenance.from_dict, state.get("sessions", ()))))
 
     def checkpoint_entries(self) -> dict[str, Any]:
         """What a checkpoint keeps of the record beside the training state, under the names it saves them."""
         return {"wandb_run_id": self.wandb_run_id, "eval_history": [e.to_dict() for e in self.evaluations],
-                "sessions": list(self.sessions)}
+                "sessions": [s.to_dict() for s in self.sessions]}
 
     @property
     def arm(self) -> str:
@@ -219,7 +275,7 @@ class RunRecord:
         return self.last is not None and (self.stopped_early(stop_return)
                                           or (total is not None and self.last.step >= total))
 
-    def metrics(self) -> list[dict[str, Any]]:
+    def metrics(self) -> list[MetricsLine]:
         """Every complete line of the run's metrics.jsonl, in file order ([] when there is none)."""
         return read_metrics(self.path / METRICS_FILE) if self.path is not None else []
 

@@ -228,8 +228,7 @@ def local_rows(record: RunRecord) -> list[dict[str, Any]]:
     left out."""
     rows: dict[int, dict[str, Any]] = {}
     for line in record.metrics():
-        row = rows.setdefault(int(line["global_step"]), {})
-        row.update({k: v for k, v in line.items() if k not in ("global_step", "time") and v is not None})
+        rows.setdefault(line.global_step, {}).update({k: v for k, v in line.values.items() if v is not None})
     for evaluation in record.evaluations:
         row = rows.setdefault(evaluation.step, {})
         row.update(evaluation.metrics())
