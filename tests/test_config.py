@@ -111,8 +111,10 @@ def test_the_helper_takes_a_variant_as_a_name_of_the_hyperparameters_its_caller_
     config = validate(TrainConfig(algo="a2c", variant="bigstep", lr=3e-3, seed=7))
     assert config.run_name == "a2c-bigstep_seed-7" and parse_run_name(config.run_name) == ("a2c-bigstep", 7)
     assert (config.lr, config.vf_coef) == (3e-3, TrainConfig(algo="a2c").vf_coef)
-    with pytest.raises(RLHelpersError, match="variant bigstep changes none of a2c's hyperparameters"):
-        validate(TrainConfig(algo="a2c", variant="bigstep"))
+    for env_id in ("PongNoFrameskip-v4", "CartPole-v1"):  # the run's own defaults, those of its kind of env
+        with pytest.raises(RLHelpersError, match="variant bigstep changes none of a2c's hyperparameters"):
+            validate(TrainConfig(algo="a2c", variant="bigstep", env_id=env_id))
+    assert validate(TrainConfig(algo="a2c", variant="bigstep", env_id="CartPole-v1", lr=7e-4)).lr == 7e-4
     for name in ("big_step", "big-step", "seed-1"):
         with pytest.raises(RLHelpersError, match="variant must be letters and digits"):
             validate(TrainConfig(algo="a2c", variant=name, lr=3e-3))

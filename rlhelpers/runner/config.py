@@ -15,7 +15,7 @@ import re
 from collections.abc import Collection
 from typing import Any, get_args, get_type_hints
 
-from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, option
+from rlhelpers.core.config import EVAL_SEED_OFFSET, AgentConfig, option, run_defaults
 from rlhelpers.core.envs import atari_game, check_supported
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.losses import ALGORITHMS
@@ -159,7 +159,8 @@ def validate(config: TrainConfig) -> TrainConfig:
     if config.variant:
         if not VARIANT_PATTERN.match(config.variant):
             raise RLHelpersError(f"variant must be letters and digits, got {config.variant!r}")
-        if all(getattr(config, name) == value for name, value in ALGORITHMS[config.algo].defaults.items()):
+        defaults = run_defaults(config.algo, config.env_id)  # what the run would take without the variant
+        if all(getattr(config, name) == defaults.get(name) for name in ALGORITHMS[config.algo].defaults):
             raise RLHelpersError(f"variant {config.variant} changes none of {config.algo}'s hyperparameters "
                                  f"({', '.join(ALGORITHMS[config.algo].defaults)}): set the ones it changes, or train "
                                  "without a variant")
