@@ -99,7 +99,8 @@ def add_campaign_options(campaign: argparse.ArgumentParser, arms: Sequence[str] 
     and seeds to train, the runs at once, the cluster's, and every config option a run does not set itself."""
     campaign.add_argument("--arms", nargs="+", choices=arms, default=None, metavar="ARM",
                           help="train only these arms' runs: an algorithm, or <algo>-<variant> for a variant's runs "
-                               f"({', '.join(arms or ALGORITHMS)}; default: {arms_default})")
+                               f"({', '.join(arms) if arms else 'a variant named by you, its values the options below'}"
+                               f"; default: {arms_default})")
     campaign.add_argument("--algos", nargs="+", choices=arms, dest="arms", action=_Renamed, help=argparse.SUPPRESS)
     campaign.add_argument("--seeds", nargs="+", type=_whole_number, default=None, metavar="SEED",
                           help=f"train these seeds of each (default: {seeds_default})")
