@@ -1,5 +1,6 @@
 """The helper package's anatomy: code lines per layer (and the study's package beside it), the runner's modules
-and the imports between them, and how often the package's names use each word of its vocabulary. Run from the repository root (on any commit, to compare)::
+and the imports between them, and how often the package's names use each word of its vocabulary. Run from the
+repository root (on any commit, to compare)::
 
     python -m bench.anatomy
 
