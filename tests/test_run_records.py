@@ -186,7 +186,7 @@ def test_every_committed_record_and_log_reads_typed_and_writes_back_as_it_is() -
     three shapes that versions wrote among them, and writes back to the file's contents, every session's fields in
     their order; each line of every committed metrics.jsonl and games.jsonl reads into a ``MetricsLine`` that
     writes back to the same text."""
-    shapes = set()
+    shapes: set[frozenset[str]] = set()
     committed = (REPO / "runs", REPO / "runs_discarded")
     histories = sorted(path for folder in committed for path in folder.rglob(HISTORY_FILE))
     assert len(histories) > 40
