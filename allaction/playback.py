@@ -65,7 +65,7 @@ def load_policy(path: str | Path) -> tuple[ActorCritic, TrainConfig, int]:
     path = Path(path)
     if not path.is_file():
         raise RLHelpersError(f"no policy file at {path}: export it from the run's snapshots "
-                             f"with `python -m rlhelpers evaluate {path.parent} --export`")
+                             f"with `python -m allaction evaluate {path.parent} --export`")
     model, config, step = load_model(path)
     return model.eval(), config, step
 

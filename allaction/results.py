@@ -132,7 +132,7 @@ def agent_video_html(runs_dir: str | Path, records: list[RunRecord], gif: str | 
     if not gif.exists():
         if not with_policy:
             return ("<p><em>No committed policy yet: the video appears once a run's policy.pt exists "
-                    "(<code>python -m rlhelpers evaluate &lt;runs_dir&gt;/&lt;run&gt; --export</code> writes it "
+                    "(<code>python -m allaction evaluate &lt;runs_dir&gt;/&lt;run&gt; --export</code> writes it "
                     "from the run's newest snapshot).</em></p>")
         best = max(with_policy, key=lambda r: last_evaluation(r).mean)
         record_video(Path(runs_dir) / best.name, gif)
@@ -159,5 +159,5 @@ def rescore_markdown(runs_dir: str | Path, records: list[RunRecord]) -> str:
                           "sampled and with greedy actions, beside each run's last evaluation (within: the sampled "
                           "re-score's mean and the last evaluation's differ by at most 1.96 standard errors of their "
                           "difference)", table,
-                          empty="*No re-score of a committed policy yet: `python -m rlhelpers evaluate "
+                          empty="*No re-score of a committed policy yet: `python -m allaction evaluate "
                           "<runs_dir>/<run> --export` writes one, with the policy.pt it re-scores.*")

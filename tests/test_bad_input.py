@@ -128,4 +128,4 @@ def test_evaluate_names_a_run_directory_that_does_not_exist(capsys, tmp_path) ->
         assert code == 2 and err.startswith(f"error: {missing} does not exist") and "--export" not in err
     missing.mkdir()  # a run directory without policy.pt: --export writes it from the run's snapshots
     code, err = run_cli(capsys, "evaluate", str(missing))
-    assert code == 2 and f"`python -m rlhelpers evaluate {missing} --export`" in err
+    assert code == 2 and f"`python -m allaction evaluate {missing} --export`" in err

@@ -188,3 +188,18 @@ def test_the_check_catches_a_removed_option() -> None:
     with pytest.raises(AssertionError):
         check("papermill report.ipynb out.ipynb -p algorithm a2c")
     assert len([c for page in PAGES for c in commands(page)]) >= 20
+
+
+def test_every_command_the_packages_and_the_notebook_name_is_one_of_that_command_line() -> None:
+    """A command named in a message of either package or in the report (`python -m allaction evaluate ...`) is a
+    command of that package's command line: a command that moved to the study is not named under the helper's."""
+    from allaction.cli import COMMANDS as STUDY_COMMANDS
+    from rlhelpers.cli import COMMANDS
+
+    commands = {"rlhelpers": COMMANDS, "allaction": STUDY_COMMANDS}
+    named = re.compile(r"python -m (rlhelpers|allaction) ([a-z]+)")
+    files = [*(ROOT / "rlhelpers").rglob("*.py"), *(ROOT / "allaction").rglob("*.py"), ROOT / "report.ipynb"]
+    found = [(path.name, m[1], m[2]) for path in files for m in named.finditer(path.read_text())]
+    assert len(found) > 10
+    assert [f"{name}: python -m {package} {command}" for name, package, command in found
+            if command not in commands[package]] == []

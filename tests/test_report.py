@@ -351,7 +351,7 @@ def test_analysis_results_rescores_and_agent_video(tmp_path: Path) -> None:
     rows = report.evaluated_runs(tmp_path / "runs")
     no_policy = report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
     assert "No committed policy yet" in no_policy
-    assert "rlhelpers evaluate &lt;runs_dir&gt;/&lt;run&gt; --export" in no_policy
+    assert "python -m allaction evaluate &lt;runs_dir&gt;/&lt;run&gt; --export" in no_policy
     (tmp_path / "agent.gif").write_bytes(b"GIF89a-not-really")
     html = report.agent_video_html(tmp_path / "runs", rows, tmp_path / "agent.gif")
     assert html.startswith('<img src="data:image/gif;base64,R0lGODlh')
