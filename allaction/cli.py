@@ -77,9 +77,7 @@ def _campaign(args: argparse.Namespace) -> int:
     """
     experiment = EXPERIMENTS[args.experiment]
     options = {**experiment.options(), **cli.config_options(args)}
-    runs = study_runs(tuple(args.arms or experiment.arms), tuple(args.seeds or experiment.seeds))
-    for run in runs:  # an option that contradicts a variant is refused
-        variant_options(run.algo, run.variant, options)
+    runs = study_runs(tuple(args.arms or experiment.arms), tuple(args.seeds or experiment.seeds), options)
     return cli.campaign_command(args, options, runs)
 
 

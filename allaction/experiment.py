@@ -53,12 +53,18 @@ def variant_options(algo: str, variant: str, options: Mapping[str, Any]) -> dict
     return {**options, **VARIANTS[variant], "variant": variant}
 
 
-def study_runs(arms: tuple[str, ...], seeds: tuple[int, ...]) -> list[CampaignRun]:
-    """``campaign_runs`` of the study's ``arms`` (``ARMS``), each variant's runs with its hyperparameters."""
+def study_runs(arms: tuple[str, ...], seeds: tuple[int, ...],
+               options: Mapping[str, Any] | None = None) -> list[CampaignRun]:
+    """``campaign_runs`` of the study's ``arms`` (``ARMS``), each variant's runs with its hyperparameters; a shared
+    option of ``options`` that contradicts an arm's variant is refused (``variant_options``)."""
+    changes = {}
     for arm in arms:
         check_choice("arm", arm, ARMS)
-    return campaign_runs(arms, seeds, {arm: VARIANTS[variant] for arm in arms
-                                       if (variant := arm.partition("-")[2])})
+        algo, _, variant = arm.partition("-")
+        if variant:
+            variant_options(algo, variant, options or {})
+            changes[arm] = VARIANTS[variant]
+    return campaign_runs(arms, seeds, changes)
 
 
 # The report's files in a runs directory's figures_dir (``plotting.figures_dir``); a follow-up section's figure and

@@ -267,7 +267,9 @@ def test_a_campaign_of_other_seeds_and_a_variant_trains_them_seed_by_seed_under_
 
 @pytest.mark.parametrize(("args", "error"), [(["--arms", "a2c-pg1"], "invalid choice: 'a2c-pg1'"),
                                              (["--seeds", "0", "0"], "each arm and seed once"),
-                                             (["--variant", "pg1"], "unrecognized arguments: --variant")])
+                                             (["--variant", "pg1"], "unrecognized arguments: --variant"),
+                                             (["--arms", "task1-pg1", "--pg-coef", "0.5"],
+                                              "variant pg1 means pg_coef 1, got 0.5")])
 def test_a_campaign_refuses_an_arm_that_is_no_variant_and_a_seed_twice(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                                       args: list[str], error: str) -> None:
     with contextlib.suppress(SystemExit):  # argparse's errors exit with 2
