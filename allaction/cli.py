@@ -11,7 +11,6 @@ from allaction.experiment import ANALYSIS_JSON, ARMS, COMPARISON_PNG, EXPERIMENT
 from rlhelpers import cli
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.config import TrainConfig
-from rlhelpers.runner.store import HISTORY_FILE, run_dirs
 
 PROG = "python -m allaction"
 
@@ -88,16 +87,8 @@ def _plot(args: argparse.Namespace) -> None:
     eval_history.json found (the runs must all be of one environment).
     """
     from allaction.figures import plot_experiment
-    from rlhelpers.plots import figures_dir
 
-    out = Path(args.out) if args.out else figures_dir(args.runs_dir) / COMPARISON_PNG
-    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
-    if not run_dirs(args.runs_dir):
-        raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot; pass the --runs-dir "
-                             "you trained in")
-    _, missing = plot_experiment(args.runs_dir, out)
-    print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
+    cli.plot_command(args, plot_experiment, COMPARISON_PNG)
 
 
 def _evaluate(args: argparse.Namespace) -> None:

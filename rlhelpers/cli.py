@@ -215,22 +215,31 @@ def _publish(args: argparse.Namespace) -> None:
     publish_runs(args.runs_dir, args.mode, args.project, args.entity)
 
 
+def plot_command(args: argparse.Namespace, plot: Callable[[str, Path], tuple[Any, list[str]]], name: str) -> None:
+    """What ``plot`` does around a drawing: the file to write (``--out``, else ``name`` in the runs directory's
+    ``figures_dir``) must be a .png, .pdf or .svg and the runs directory must hold a run; then ``plot(runs_dir,
+    out)`` draws it and returns the figure and the runs missing, which are named."""
+    from rlhelpers.plots import figures_dir
+
+    out = Path(args.out) if args.out else figures_dir(args.runs_dir) / name
+    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
+    if not run_dirs(args.runs_dir):
+        raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot; pass the --runs-dir "
+                             "you trained in")
+    _, missing = plot(args.runs_dir, out)
+    print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
+
+
 def _plot(args: argparse.Namespace) -> None:
     """Draw the evaluation curves of the runs present.
 
     Draw one curve per arm, mean over its seeds, from every eval_history.json found (the runs must all be of one
     environment).
     """
-    from rlhelpers.plots import figures_dir, plot_comparison
+    from rlhelpers.plots import plot_comparison
 
-    out = Path(args.out) if args.out else figures_dir(args.runs_dir) / "comparison.png"
-    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise RLHelpersError(f"--out {out}: name the plot's file .png, .pdf or .svg")
-    if not run_dirs(args.runs_dir):
-        raise RLHelpersError(f"no run with an {HISTORY_FILE} in {args.runs_dir}: nothing to plot; pass the --runs-dir "
-                             "you trained in")
-    _, missing = plot_comparison(args.runs_dir, out, args.arms, args.seeds)
-    print(f"wrote {out}" + (f"; runs not present: {', '.join(missing)}" if missing else ""))
+    plot_command(args, lambda runs_dir, out: plot_comparison(runs_dir, out, args.arms, args.seeds), "comparison.png")
 
 
 # The commands, in the order --help lists them, and those that read a runs directory (--runs-dir).

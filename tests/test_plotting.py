@@ -157,6 +157,7 @@ def test_plot_lists_missing_runs_and_writes_png(tmp_path) -> None:
 
 
 def test_figures_go_beside_other_runs_and_to_figures_for_the_committed_ones(tmp_path, monkeypatch, capsys) -> None:
+    from allaction.cli import main as study_main
     from rlhelpers.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -168,6 +169,13 @@ def test_figures_go_beside_other_runs_and_to_figures_for_the_committed_ones(tmp_
     assert main(["plot", "--runs-dir", "my_runs"]) == 0
     assert (tmp_path / "my_runs" / "figures" / "comparison.png").exists() and not (tmp_path / "figures").exists()
     assert main(["plot", "--runs-dir", "my_runs", "--out", "plot.txt"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--out plot.txt: name the plot's file .png, .pdf or .svg")
+    capsys.readouterr()
+    assert study_main(["plot", "--runs-dir", "my_runs", "--out", "my_runs/figures/report.png"]) == 0  # the study's
+    assert (tmp_path / "my_runs" / "figures" / "report.png").exists()
+    assert capsys.readouterr().out.strip() == ("wrote my_runs/figures/report.png; runs not present: a2c_seed-100, "
+                                               "task1_seed-0, task1_seed-100, task2_seed-0, task2_seed-100")
+    assert study_main(["plot", "--runs-dir", "my_runs", "--out", "plot.txt"]) == 2
     assert capsys.readouterr().err.strip().endswith("--out plot.txt: name the plot's file .png, .pdf or .svg")
 
 
