@@ -214,9 +214,9 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
         parts.append(("spaceinvaders/", _third_game(spaceinvaders_dir)))
     found = {prefix + key: value for prefix, part in parts for key, value in part.items()}
     # the report runs' budget: a run with a variant is the ablation's (one saved before variants existed has none)
-    budgets = {record.config.get("total_timesteps") for record in records if not record.config.get("variant")}
+    budgets = {record.config.total_timesteps for record in records if not record.config.variant}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
-    lr = {record.arm: record.config.get("lr") for record in records}
+    lr = {record.arm: record.config.lr for record in records}
     found["lr_ratio"] = task1 / a2c if (task1 := lr.get("task1")) and (a2c := lr.get("a2c")) else None
     return {**found, **_verdicts(found), **_beside(found)}
 

@@ -30,7 +30,7 @@ def plot_experiment(runs_dir: str | Path, out: str | Path | None = None, arms: S
     """``plot_comparison`` of the runs in ``runs_dir`` as the report draws it: the seeds, and by default the arms,
     of the report's experiment on the runs' game (``experiment_of``), else every seed and arm present, in the
     study's colours."""
-    envs = {str(r.config.get("env_id")) for r in read_runs(runs_dir)}
+    envs = {r.config.env_id for r in read_runs(runs_dir)}
     experiment = experiment_of(envs.pop()) if len(envs) == 1 else None
     return plot_comparison(runs_dir, out, arms or (experiment.arms if experiment else None),
                            experiment.seeds if experiment else None, beside, arm_color)

@@ -34,7 +34,7 @@ class TrainingScore(NamedTuple):
 def training_scores(record: RunRecord) -> list[TrainingScore]:
     """The run's training score at each line of its games.jsonl from the first at which each of its ``n_envs`` envs
     has ended a game ([] without one)."""
-    by_env: list[deque[float]] = [deque(maxlen=LAST_GAMES) for _ in range(record.config.get("n_envs") or 0)]
+    by_env: list[deque[float]] = [deque(maxlen=LAST_GAMES) for _ in range(record.config.n_envs or 0)]
     pooled: deque[float] = deque(maxlen=LAST_GAMES)
     scores, games = [], 0
     for line in read_metrics(record.path / GAMES_FILE) if record.path is not None else []:

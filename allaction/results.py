@@ -55,14 +55,14 @@ def results_markdown(records: list[RunRecord], levels: tuple[float, ...] = PONG.
     """The results table as Markdown (renders in the notebook and in the HTML export), under a title naming
     the environment once, with the first step above each of ``levels`` (an experiment's milestones and stop return);
     ``wandb_entity`` builds W&B links for runs saved without an entity."""
-    envs = sorted({r.config.get("env_id", "unknown") for r in records})
+    envs = sorted({r.config.env_id for r in records})
     table = []
     for r in records:
         last = last_evaluation(r)
         best, seconds = r.best, last.train_seconds
         assert best is not None  # a run with an evaluation has a best one
         run_id = r.wandb_run_id or ""
-        url = run_url(r.config.get("wandb_entity") or wandb_entity, r.config.get("wandb_project", ""), run_id)
+        url = run_url(r.config.wandb_entity or wandb_entity, r.config.wandb_project or "", run_id)
         table.append({"run": r.name, "steps": f"{last.step:,}",
                       "hours": f"{seconds / 3600:.1f}" if seconds is not None else "not recorded",
                       "last eval return ± s.e. (episodes)": f"{last.mean:.2f} ± {last.sem:.2f} ({len(last.returns)})",

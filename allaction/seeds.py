@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from allaction.experiment import ABLATION, HOLDS, NOT_SHOWN, REFUTED, Comparison, Prediction
 from allaction.figures import arm_color
+from rlhelpers.core.config import filled
 from rlhelpers.plots import arm_curve, draw_seeds, label_steps, last_evaluation, mean_of_means, runs_by_arm, save_figure
 from rlhelpers.runner.store import RunRecord, read_runs
 
@@ -27,10 +28,8 @@ VERDICT_COLORS = {HOLDS: "0.2", REFUTED: "C3", NOT_SHOWN: "C1"}  # black, red, o
 
 def seed_score(record: RunRecord, window: tuple[int, int]) -> float | None:
     """S: ``mean_of_means`` at every evaluation step of ``window`` (first, last); None while the run has not got
-    there, and for a run whose config names no evaluation interval."""
-    if not record.config.get("eval_interval"):
-        return None
-    return mean_of_means(record, range(window[0], window[1] + 1, int(record.config["eval_interval"])))
+    there."""
+    return mean_of_means(record, range(window[0], window[1] + 1, filled(record.config.eval_interval, "eval_interval")))
 
 
 def span(values: Iterable[float]) -> tuple[float, float] | None:

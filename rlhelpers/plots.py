@@ -119,7 +119,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, arms: S
     or .svg) when given. Runs of several environments in one directory are refused: their returns cannot be
     averaged into one curve."""
     records = read_runs(runs_dir)
-    envs = sorted({r.config.get("env_id", "unknown") for r in records})
+    envs = sorted({r.config.env_id for r in records})
     if len(envs) > 1:
         raise RLHelpersError(f"{runs_dir} holds runs of several environments ({', '.join(envs)}); "
                              "plot each environment's runs from a runs directory of its own")

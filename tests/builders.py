@@ -43,7 +43,7 @@ def evaluations(means: Sequence[float], every: int = 500, lengths: tuple[int, ..
 def made_up_run(name: str, history: tuple[Evaluation, ...], config: dict[str, Any] | None = None,
                 **fields: Any) -> RunRecord:
     """The record of a run ``name`` with the evaluations ``history`` and ``config``; ``fields`` set the others."""
-    return RunRecord(name, config=config or {}, evaluations=history, **fields)
+    return RunRecord(name, config=TrainConfig.from_dict(config or {}), evaluations=history, **fields)
 
 
 def write_run(run_path: Path, history: tuple[Evaluation, ...], config: dict[str, Any] | None = None,

@@ -292,7 +292,7 @@ def test_report_only_and_html_export(tmp_path: Path, prepared_runs: list[str]) -
 def test_table_links_each_run_once_the_entity_is_known(tmp_path: Path) -> None:
     run = "task1_seed-100"
     record = _prepared_record(run, [0, 300_000], [-20.0, -19.0])
-    record.config["wandb_entity"] = None  # trained without an entity
+    record.config.wandb_entity = None  # trained without an entity
     builders.save(tmp_path / "runs", record)
 
     unlinked = report.results_markdown(report.evaluated_runs(tmp_path / "runs"))
@@ -405,7 +405,7 @@ def test_history_divergence_of_same_seed_and_seed_pairs(tmp_path: Path) -> None:
 def test_a_run_is_finished_by_its_own_config(tmp_path: Path) -> None:
     """Passing the report's 18 once does not finish a run that trains on to its own stop_return."""
     record = _record("a2c", 0, [-20.5, 18.5, 17.0])
-    record.config["stop_return"] = 20.0
+    record.config.stop_return = 20.0
     done = _record("a2c", 100, [-20.5, 17.0, 18.5])
     _write_runs(tmp_path, [record, done])
     rows = {r.name: r for r in report.evaluated_runs(tmp_path)}

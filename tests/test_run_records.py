@@ -19,6 +19,7 @@ from builders import saved
 
 from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.core.networks import build_model
+from rlhelpers.runner.config import TrainConfig
 from rlhelpers.runner.run import git_commit, session_provenance, train
 from rlhelpers.runner.store import (
     HISTORY_FILE,
@@ -77,7 +78,7 @@ def test_history_records_provenance_and_wall_clock_per_session(tmp_path: Path) -
     train(cartpole(tmp_path, 3_000), show_progress=False)
     record = read_run(tmp_path / "task1_seed-0")
     assert record is not None
-    assert (record.name, record.arm, record.seed, record.config["variant"]) == ("task1_seed-0", "task1", 0, "")
+    assert (record.name, record.arm, record.seed, record.config.variant) == ("task1_seed-0", "task1", 0, "")
     first, second = saved(tmp_path / "task1_seed-0")["provenance"]
     assert (first["start_step"], second["start_step"]) == (0, 2_000)
     for key in ("rlhelpers", "torch", "gymnasium", "ale_py", "numpy", "python", "device_name", "cpu_count"):
@@ -182,11 +183,12 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path: Path) -> None:
 
 
 def test_every_committed_record_and_log_reads_typed_and_writes_back_as_it_is() -> None:
-    """Each committed eval_history.json reads into a ``RunRecord`` whose sessions are ``Provenance`` records, all
-    three shapes that versions wrote among them, and writes back to the file's contents, every session's fields in
-    their order; each line of every committed metrics.jsonl and games.jsonl reads into a ``MetricsLine`` that
-    writes back to the same text."""
+    """Each committed eval_history.json reads into a ``RunRecord`` whose config is a ``TrainConfig`` and whose
+    sessions are ``Provenance`` records, the shapes that versions wrote of each among them, and writes back to the
+    file's contents, the config's and every session's fields in their order; each line of every committed
+    metrics.jsonl and games.jsonl reads into a ``MetricsLine`` that writes back to the same text."""
     shapes: set[frozenset[str]] = set()
+    config_shapes: set[frozenset[str] | None] = set()
     committed = (REPO / "runs", REPO / "runs_discarded")
     histories = sorted(path for folder in committed for path in folder.rglob(HISTORY_FILE))
     assert len(histories) > 40
@@ -194,10 +196,14 @@ def test_every_committed_record_and_log_reads_typed_and_writes_back_as_it_is() -
         data = json.loads(path.read_text())
         record = read_run(path.parent)
         assert record is not None and all(isinstance(session, Provenance) for session in record.sessions)
+        assert isinstance(record.config, TrainConfig) and record.config.lr == data["config"]["lr"], path
         assert record.to_dict() == data, path
         assert [list(s.to_dict()) for s in record.sessions] == [list(s) for s in data["provenance"]], path
+        assert list(record.saved_config()) == list(data["config"]), path
         shapes.update(frozenset(s) & set(SHAPE_FIELDS) for s in data["provenance"])
+        config_shapes.add(None if record.config_shape is None else frozenset(record.config_shape.retired))
     assert shapes == {frozenset({"precision"}), frozenset(), frozenset({"float32_matmul_precision", "cudnn_tf32"})}
+    assert config_shapes == {None, frozenset(), frozenset({"precision"}), frozenset({"precision", "runs_dir"})}
     logs = sorted(path for folder in committed for path in folder.rglob("*.jsonl"))
     assert {path.name for path in logs} == {METRICS_FILE, "games.jsonl"}
     for path in logs:

@@ -49,8 +49,6 @@ def test_the_score_averages_the_evaluations_up_to_its_step_and_holds_a_stopped_r
     assert seed_score(run([-21.0, -15.0, -3.0, 5.0, 20.0]), (0, 300)) == pytest.approx((-21 - 15 - 3 + 5) / 4)
     assert seed_score(run([-21.0, 19.0]), (0, 300)) == pytest.approx((-21 + 19 * 3) / 4)  # stopped at 100, held
     assert seed_score(run([-21.0, -15.0, -3.0]), (0, 300)) is None  # still training, not at step 300 yet
-    unknown_interval = builders.made_up_run("a2c_seed-0", builders.evaluations([1.0]))
-    assert seed_score(unknown_interval, (0, 0)) is None  # a run saved without its config
 
 
 def test_a_window_that_leaves_step_0_out_averages_the_later_evaluations_only() -> None:

@@ -146,7 +146,7 @@ def status_table(runs_dir: str | Path) -> str:
         s = run_status(Path(runs_dir) / name)
         last = f"{s.record.last.mean:.2f} ± {s.record.last.sem:.2f}" if s.record.last is not None else "-"
         best = f"{s.record.best.mean:.2f}" if s.record.best is not None else "-"
-        settings = [setting for setting in GAME_SETTINGS if s.record.config.get(setting)]
+        settings = [setting for setting in GAME_SETTINGS if getattr(s.record.config, setting)]
         rate = f"{s.steps_per_s:.0f}" if s.steps_per_s is not None and s.state == "running" else "-"
         eta = f"{int(s.eta_s) // 3600}h{int(s.eta_s) % 3600 // 60:02d}m" if s.eta_s is not None else "-"
         lines.append(f"{name:<{width}} {s.steps:>11,} {last:>14} {best:>7} {rate:>8} {eta:>7}  {s.state}"

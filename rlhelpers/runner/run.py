@@ -199,7 +199,7 @@ def _resumed_record(config: TrainConfig, run_dir: RunDirectory, state: dict[str,
     record = RunRecord.from_checkpoint(state, run_dir.path) if state is not None else RunRecord(run_dir.path.name,
                                                                                                 run_dir.path)
     wandb_run_id = record.wandb_run_id or (saved.wandb_run_id if saved is not None else None) or new_run_id()
-    return dataclasses.replace(record, config=config.to_dict(), wandb_run_id=wandb_run_id)
+    return dataclasses.replace(record, config=config, config_shape=None, wandb_run_id=wandb_run_id)
 
 
 class Session:

@@ -196,37 +196,64 @@ SHAPE_FIELDS = ("precision", "float32_matmul_precision", "cudnn_tf32")  # what s
 
 
 @dataclass(frozen=True)
+class ConfigShape:
+    """How an older version saved a run's config, so that its file writes back as it was: the keys in their order
+    (today's fields it lacked are absent) and the values of keys this version no longer saves (``precision``, from
+    when a run could train in bfloat16; ``runs_dir``, before a saved path was found to go stale)."""
+
+    keys: tuple[str, ...]
+    retired: dict[str, Any]
+
+
+def _typed_config(saved: dict[str, Any]) -> dict[str, Any]:
+    """The ``config`` and ``config_shape`` of a record whose file saved the config ``saved``."""
+    config = TrainConfig.from_dict(saved)
+    today = config.to_dict()
+    return {"config": config, "config_shape": None if list(saved) == list(today) else ConfigShape(
+        tuple(saved), {name: value for name, value in saved.items() if name not in today})}
+
+
+@dataclass(frozen=True)
 class RunRecord:
-    """A run as its files record it: its name, the config it was saved with (as a dict: a run saved by an older
-    version may lack fields), every evaluation, its W&B run id and the provenance of each training session.
-    ``path`` is its directory (None for a record built from a dict alone). Written as eval_history.json and
-    into every checkpoint, and read back from either, through ``to_dict`` and ``from_dict``."""
+    """A run as its files record it: its name, the config it was saved with (the fields an older version did not
+    save take today's defaults, which are what it did; a run not started has the defaults), every evaluation, its
+    W&B run id and the provenance of each training session; ``config_shape`` is how an older version saved the
+    config (None: as today). ``path`` is its directory (None for a record built from a dict alone). Written as
+    eval_history.json and into every checkpoint, and read back from either, through ``to_dict`` and ``from_dict``."""
 
     name: str
     path: Path | None = None
-    config: dict[str, Any] = field(default_factory=dict)
+    config: TrainConfig = field(default_factory=TrainConfig)
     evaluations: tuple[Evaluation, ...] = ()
     wandb_run_id: str | None = None
     sessions: tuple[Provenance, ...] = ()
+    config_shape: ConfigShape | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], path: str | os.PathLike | None = None) -> RunRecord:
         """The record of an eval_history.json's contents; its name defaults to the directory's."""
         path = Path(path) if path is not None else None
         return cls(name=data.get("run_name") or (path.name if path is not None else ""), path=path,
-                   config=dict(data.get("config") or {}), wandb_run_id=data.get("wandb_run_id"),
+                   **_typed_config(data.get("config") or {}), wandb_run_id=data.get("wandb_run_id"),
                    evaluations=tuple(Evaluation.from_dict(point) for point in data.get("history") or []),
                    sessions=tuple(map(Provenance.from_dict, data.get("provenance") or ())))
 
     def to_dict(self) -> dict[str, Any]:
         """The contents of eval_history.json."""
-        return {"run_name": self.name, "wandb_run_id": self.wandb_run_id, "config": self.config,
+        return {"run_name": self.name, "wandb_run_id": self.wandb_run_id, "config": self.saved_config(),
                 "provenance": [s.to_dict() for s in self.sessions], "history": [e.to_dict() for e in self.evaluations]}
+
+    def saved_config(self) -> dict[str, Any]:
+        """The config as its file holds it: today's fields, or in the shape of the version that saved it."""
+        if self.config_shape is None:
+            return self.config.to_dict()
+        values = {**self.config.to_dict(), **self.config_shape.retired}
+        return {name: values[name] for name in self.config_shape.keys}
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any], path: Path) -> RunRecord:
         """The record that a checkpoint's training state holds."""
-        return cls(name=path.name, path=path, config=state["config"], wandb_run_id=state.get("wandb_run_id"),
+        return cls(name=path.name, path=path, **_typed_config(state["config"]), wandb_run_id=state.get("wandb_run_id"),
                    evaluations=tuple(Evaluation.from_dict(point) for point in state.get("eval_history", [])),
                    sessions=tuple(map(Provenance.from_dict, state.get("sessions", ()))))
 
@@ -260,8 +287,8 @@ class RunRecord:
         return next((e.step for e in self.evaluations if e.mean > level), None)
 
     def setting(self, name: str, value: Any = None) -> Any:
-        """``value``, or when it is None the run's own (the saved config's ``name``; None if it has none)."""
-        return value if value is not None else self.config.get(name)
+        """``value``, or when it is None the run's own (its config's field ``name``)."""
+        return value if value is not None else getattr(self.config, name)
 
     def stopped_early(self, stop_return: float | None = None) -> bool:
         """Whether the last evaluation exceeded ``stop_return`` (default: the run's own): the run stopped
@@ -443,7 +470,7 @@ class RunDirectory:
         """The config the run's history was saved with; None for a new run, and for an unreadable history (a copy
         that Google Drive synced only in part), for ``resume`` checks the newest checkpoint's config under the lock."""
         with contextlib.suppress(RLHelpersError):
-            return None if (record := self.read_record()) is None else record.config
+            return None if (record := self.read_record()) is None else record.saved_config()
         return None
 
     def resume(self, config: TrainConfig) -> tuple[dict[str, Any] | None, RunRecord | None]:

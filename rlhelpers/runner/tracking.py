@@ -252,14 +252,14 @@ def publish_run(run_path: Path, mode: str, project: str | None = None, entity: s
     record = read_run(run_path)
     if record is None or not record.wandb_run_id:
         raise RLHelpersError(f"{run_path / HISTORY_FILE} has no wandb_run_id; it was not written by rlhelpers train")
-    project = project or record.config.get("wandb_project")
+    project = project or record.config.wandb_project
     if not project:
         raise RLHelpersError(f"{run_path / HISTORY_FILE} names no W&B project; pass --project")
-    entity = entity or record.config.get("wandb_entity")
+    entity = entity or record.config.wandb_entity
     rows = local_rows(record)
     online = mode == "online"
     missing = rows_to_log(rows, logged_keys(entity, project, record.wandb_run_id) if online else {})
-    run = init_run(project, entity, record.name, record.wandb_run_id, record.config, mode)
+    run = init_run(project, entity, record.name, record.wandb_run_id, record.config.to_dict(), mode)
     with contextlib.ExitStack() as finish:  # a publish that fails shows as failed in W&B
         finish.push(lambda failure, *_: run.finish(exit_code=int(failure is not None)))
         for row in missing:
