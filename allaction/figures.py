@@ -29,11 +29,11 @@ def plot_experiment(runs_dir: str | Path, out: str | Path | None = None, arms: S
                     beside: str | Path | None = None) -> tuple[Figure, list[str]]:
     """``plot_comparison`` of the runs in ``runs_dir`` as the report draws it: the seeds, and by default the arms,
     of the report's experiment on the runs' game (``experiment_of``), else every seed and arm present, in the
-    study's colours."""
+    study's colours; ``beside``: the committed runs, dashed."""
     envs = {r.config.env_id for r in read_runs(runs_dir)}
     experiment = experiment_of(envs.pop()) if len(envs) == 1 else None
     return plot_comparison(runs_dir, out, arms or (experiment.arms if experiment else None),
-                           experiment.seeds if experiment else None, beside, arm_color)
+                           experiment.seeds if experiment else None, beside, arm_color, "committed runs")
 
 
 def _seed_style(seed: int | None, styles: tuple[str, ...], other: str) -> str:

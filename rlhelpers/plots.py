@@ -109,12 +109,14 @@ def figures_dir(runs_dir: str | Path) -> Path:
 
 def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, arms: Sequence[str] | None = None,
                     seeds: Sequence[int] | None = None, beside: str | Path | None = None,
-                    color: Callable[[str], ColorType] | None = None) -> tuple[Figure, list[str]]:
+                    color: Callable[[str], ColorType] | None = None,
+                    beside_label: str | None = None) -> tuple[Figure, list[str]]:
     """One axes, one curve per arm (an algorithm, or ``<algo>-<variant>``: mean over seeds and episodes,
     +/- 1 standard-error band) and a thin line per seed; seeds that stopped early are held and marked. ``arms``
     are the curves drawn, in order, and ``seeds`` the seeds of each (default: every arm and seed present).
-    ``beside``: another runs directory (such as committed runs) whose curves of the same arms and seeds are drawn
-    dashed, for comparison. ``color``: each arm's colour (default: ``arm_colors`` of the arms drawn).
+    ``beside``: another runs directory whose curves of the same arms and seeds are drawn dashed, for comparison,
+    labelled ``<arm>, <beside_label>`` (default: the directory). ``color``: each arm's colour (default:
+    ``arm_colors`` of the arms drawn).
     Returns the figure and the runs of those arms and seeds that are missing. Saves it to ``out`` (.png, .pdf
     or .svg) when given. Runs of several environments in one directory are refused: their returns cannot be
     averaged into one curve."""
@@ -133,7 +135,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, arms: S
         if others.get(arm):
             curve = arm_curve(others[arm])
             ax.plot(curve.steps, curve.means, "--", color=arm_color(arm), linewidth=1, alpha=0.7,
-                    label=f"{arm}, committed runs")
+                    label=f"{arm}, {beside_label or beside}")
         if not runs:
             continue
         curve = arm_curve(runs)
@@ -150,7 +152,7 @@ def plot_comparison(runs_dir: str | Path, out: str | Path | None = None, arms: S
     if ax.lines:
         ax.legend()
     caption = ("Thick: mean over all seeds' evaluation episodes, band ±1 standard error; thin: each seed alone."
-               + (f" Dashed: the committed runs of {beside}, same seeds." if others else ""))
+               + (f" Dashed: the runs of {beside}, same seeds." if others else ""))
     if any(r.stopped_early() for r in records if r.arm in arms):
         caption += ("\n× marks a seed that exceeded its stop return and stopped; its last evaluation is held "
                     "at later steps.")

@@ -261,7 +261,7 @@ def test_your_runs_are_drawn_beside_the_committed_ones_and_another_games_runs_al
 
 def test_the_helpers_plot_draws_every_arm_and_seed_present_unless_told(tmp_path) -> None:
     """``rlhelpers``' plot knows no experiment: by default every arm and seed present, in colours by the arms'
-    order; ``arms``, ``seeds`` and ``color`` choose."""
+    order; ``arms``, ``seeds`` and ``color`` choose, and the curves of ``beside`` are named by their directory."""
     for rec in (record("a2c", 0, points([-20.0, -10.0])), record("a2c", 200, points([-20.0, -12.0])),
                 record("task1", 7, points([-20.0, -18.0]), variant="pg1")):
         builders.save(tmp_path, rec)
@@ -273,4 +273,8 @@ def test_the_helpers_plot_draws_every_arm_and_seed_present_unless_told(tmp_path)
     fig, missing = plot_comparison(tmp_path, arms=("task1-pg1",), seeds=(7,), color=lambda arm: "red")
     drawn = {label_of(line): line for line in fig.axes[0].lines if not label_of(line).startswith("_")}
     assert list(drawn) == ["task1-pg1 (seed 7)"] and drawn["task1-pg1 (seed 7)"].get_color() == "red"
+    builders.save(tmp_path / "other", record("a2c", 0, points([-20.0, -5.0])))
+    fig, _ = plot_comparison(tmp_path, arms=("a2c",), seeds=(0,), beside=tmp_path / "other")
+    assert [label_of(line) for line in fig.axes[0].lines if not label_of(line).startswith("_")] == [
+        f"a2c, {tmp_path / 'other'}", "a2c (seed 0)"]  # runs of another directory, named as such
     assert missing == []
