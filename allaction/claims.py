@@ -30,6 +30,7 @@ from allaction.experiment import (
     PG1ENT_PONG,
     PONG,
     SPACE_INVADERS,
+    TWO_BY_TWO,
 )
 from allaction.games import training_score
 from allaction.results import markdown_table
@@ -184,7 +185,9 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
       ``breakout/entropy_floor/<arm>`` (each seed's lowest logged policy entropy, over the seeds) and the gradient
       facts of ``breakout_analysis``
       (``breakout/advantage/<arm>``, ``breakout/head_actor/<a>/<b>``, ...);
-    - ``lrvf/...``: the missing cell's section, ``measure_seeds`` of ``LRVF_PONG``;
+    - ``lrvf/...``: the missing cell's section, ``measure_seeds`` of ``LRVF_PONG``, and beside it the four Δs of
+      ``TWO_BY_TWO`` (``_beside``) and the range over each of its arms' seeds of the lowest policy entropy each logged
+      (``lrvf/entropy_floor/<arm>``);
     - ``spaceinvaders/...``: the third game's runs in ``spaceinvaders_dir`` (``_third_game``).
 
     Apart from ``head_actor/...`` and a variant's ``advantage/...``, the gradient facts are the report runs':
@@ -216,6 +219,9 @@ def measure(runs_dir: str | Path, analysis: dict[str, Any] | None, seeds_analysi
     # the report runs' budget: a run with a variant is the ablation's (one saved before variants existed has none)
     budgets = {record.config.total_timesteps for record in records if not record.config.variant}
     found["budget"] = budgets.pop() if len(budgets) == 1 else None
+    for _, arm in (cell for row in TWO_BY_TWO for cell in row):  # beside predictions 17-19: each arm's entropy floor
+        found[f"lrvf/entropy_floor/{arm}"] = span(min(logged) for r in every_run if r.arm == arm
+                                                  and r.seed in LRVF_PONG.seeds and (logged := _entropies(r)))
     lr = {record.arm: record.config.lr for record in records}
     found["lr_ratio"] = task1 / a2c if (task1 := lr.get("task1")) and (a2c := lr.get("a2c")) else None
     return {**found, **_verdicts(found), **_beside(found)}
@@ -242,7 +248,7 @@ def _verdicts(found: dict[str, Any]) -> dict[str, bool | None]:
             "prediction/20": None if course is None else course[0] >= COURSE_FULL_MARK}
 
 
-def _seed_scores(found: dict[str, Any], prefix: str, arm: str) -> list[float]:
+def seed_scores(found: dict[str, Any], prefix: str, arm: str) -> list[float]:
     """The seed scores S that ``arm`` has so far in a section's figures (``prefix``)."""
     return [value for key, value in found.items() if key.startswith(f"{prefix}score/{arm}_seed-") and value is not None]
 
@@ -251,9 +257,11 @@ def _beside(found: dict[str, Any]) -> dict[str, Any]:
     """What the hub arm's predictions put beside them, not judged, once its arms have all their seeds:
     ``pg1ent/gap_share`` (on Pong the share of task1-pg1's lead over task1-a2chp that the temperature accounts for,
     Δ(task1-pg1, task1-pg1ent) / Δ(task1-pg1, task1-a2chp)) with ``pg1ent/gap_share_interval`` (its interval:
-    ``seeds.gap_share``), on Pong Δ(task1-pg1ent, a2c) (post hoc, S as in the five-seed section: ``pg1ent/delta/...``)
-    and on Breakout Δ(task1-pg1ent, task1-pg1) as a section's differences are measured (``breakout/delta/...``)."""
-    pong = [_seed_scores(found, "pg1ent/", arm) for arm in ("task1-pg1", "task1-pg1ent", "task1-a2chp")]
+    ``seeds.gap_share``), on Pong Δ(task1-pg1ent, a2c) (post hoc, S as in the five-seed section: ``pg1ent/delta/...``),
+    on Breakout Δ(task1-pg1ent, task1-pg1) as a section's differences are measured (``breakout/delta/...``), and the
+    four Δs of Pong's ``TWO_BY_TWO`` (``lrvf/delta/...``): the setting's effect on each estimator, then the
+    estimator's at each setting."""
+    pong = [seed_scores(found, "pg1ent/", arm) for arm in ("task1-pg1", "task1-pg1ent", "task1-a2chp")]
     beside: dict[str, Any] = {}
     if all(len(scores) == len(PG1ENT_PONG.seeds) for scores in pong):
         share, low, high = gap_share(pong[0], pong[1], pong[2])
@@ -261,8 +269,10 @@ def _beside(found: dict[str, Any]) -> dict[str, Any]:
     # where the figures go; x and y, each as (the section whose seed scores it takes, the arm); the seeds each needs
     pairs = [("pg1ent/", ("pg1ent/", "task1-pg1ent"), ("seeds/", "a2c"), PG1ENT_PONG.seeds),
              ("breakout/", ("breakout/", "task1-pg1ent"), ("breakout/", "task1-pg1"), BREAKOUT.seeds)]
+    (a, b), (c, d) = TWO_BY_TWO
+    pairs += [("lrvf/", x, y, LRVF_PONG.seeds) for x, y in ((b, a), (d, c), (c, a), (d, b))]
     for prefix, x, y, seeds in pairs:
-        xs, ys = _seed_scores(found, *x), _seed_scores(found, *y)
+        xs, ys = seed_scores(found, *x), seed_scores(found, *y)
         if len(xs) == len(ys) == len(seeds):
             beside.update({prefix + key: value for key, value in difference(xs, ys).keys(f"{x[1]}/{y[1]}").items()})
     return beside
@@ -281,13 +291,17 @@ def _second_game(runs_dir: str | Path) -> dict[str, Any]:
     found["learns"] = found["last/a2c"] >= BREAKOUT_LEARNS if finished else None
     for arm, records in runs.items():
         found.update({f"last/{record.name}": last_evaluation(record).mean for record in records})
-        entropies = [[value for m in record.metrics() if (value := m.values.get(ENTROPY)) is not None]
-                     for record in records]
+        entropies = [_entropies(record) for record in records]
         found[f"entropy_floor/{arm}"] = span(min(logged) for logged in entropies if logged)
         windows = [entropy for logged in entropies for entropy in logged]
         found[f"windows/{arm}"] = len(windows)
         found[f"collapsed/{arm}"] = sum(e < COLLAPSED_ENTROPY for e in windows) / len(windows) if windows else None
     return found
+
+
+def _entropies(record: RunRecord) -> list[float]:
+    """The policy entropies that a run logged, in order."""
+    return [value for m in record.metrics() if (value := m.values.get(ENTROPY)) is not None]
 
 
 def _third_game(runs_dir: str | Path) -> dict[str, Any]:

@@ -193,6 +193,11 @@ PG1ENT_BREAKOUT = Comparison((Prediction(12, "task1-pg1ent", "task1"),
 LRVF_PONG = Comparison((Prediction(17, "a2c-lrvf", "a2c"), Prediction(18, "task1-pg1ent", "a2c-lrvf", below=4.5)),
                        FIVE_SEEDS, SCORE_WINDOW, PONG.stop_return, "lrvf.png")
 LRVF_PASSED = 4  # prediction 19
+# Pong's 2x2 around the missing cell, read both ways beside predictions 17-19: a row per actor estimator, a column per
+# lr and vf_coef, each arm with the section of ``claims.measure`` whose seed scores S it takes.
+ESTIMATORS = ("A2C's sampled-action actor, V critic", "all-action actor, Q critic (pg 1, ent 0.01)")
+STEP_SETTINGS = ("A2C's lr 7e-4, vf_coef 0.25", "task1's lr 1.5e-3, vf_coef 0.5")
+TWO_BY_TWO = ((("seeds/", "a2c"), ("lrvf/", "a2c-lrvf")), (("equal_hp/", "task1-a2chp"), ("pg1ent/", "task1-pg1ent")))
 COLLAPSED_ENTROPY = 0.01  # prediction 15: a window whose training entropy is below this is a collapsed policy
 MAX_COLLAPSED_SHARE = 0.01  # prediction 15: at most this share of pg1ent's Breakout windows
 

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.figure import Figure
 
-from allaction.claims import BREAKOUT_SECTIONS, PONG_SECTIONS, SIGNIFICANT, format_figure
-from allaction.experiment import HOLDS, NOT_SHOWN, REFUTED, Prediction
+from allaction.claims import BREAKOUT_SECTIONS, PONG_SECTIONS, SIGNIFICANT, format_figure, seed_scores
+from allaction.experiment import ESTIMATORS, HOLDS, NOT_SHOWN, REFUTED, STEP_SETTINGS, TWO_BY_TWO, Prediction
 from allaction.results import markdown_table
 from allaction.seeds import RESAMPLES, draw_differences
 from rlhelpers.plots import save_figure
@@ -79,6 +80,33 @@ def ledger_rows(entries: list[Entry], measured: dict[str, Any]) -> list[dict[str
 def ledger_markdown(entries: list[Entry], measured: dict[str, Any]) -> str:
     """The ledger as a Markdown table: Δ(x, y) with its 95% interval and P(X > Y), or the prediction's figure."""
     return markdown_table(None, ledger_rows(entries, measured), left=(1, 2, 3, 4, 5))
+
+
+def two_by_two_markdown(measured: dict[str, Any]) -> str:
+    """Pong's 2×2 (``TWO_BY_TWO``) read both ways, beside predictions 17-19: each arm's mean score S over its seeds so
+    far and the range of its seeds' lowest training entropy; the setting's effect on each estimator (last column) and
+    the estimator's effect at each setting (last row), Δ with its 95% interval, ``WAITING`` until both of its arms have
+    all their seeds."""
+    def effect(x: tuple[str, str], y: tuple[str, str]) -> str:
+        key = f"{x[1]}/{y[1]}"
+        if (delta := measured.get(f"lrvf/delta/{key}")) is None:
+            return WAITING
+        return (f"Δ({x[1]}, {y[1]}) = {format_figure(delta, SIGNIFICANT)}, "
+                f"{format_figure(measured[f'lrvf/interval/{key}'], SIGNIFICANT)}")
+
+    def cell(section: str, arm: str) -> str:
+        scores, floor = seed_scores(measured, section, arm), measured.get(f"lrvf/entropy_floor/{arm}")
+        return (f"`{arm}`: S = {np.mean(scores):.1f} ({len(scores)} seeds), lowest "
+                f"entropy {format_figure(floor, SIGNIFICANT)}") if scores else f"`{arm}`: {WAITING}"
+
+    (a2c, lrvf), (a2chp, pg1ent) = TWO_BY_TWO
+    rows = [{"": estimator, **{setting: cell(*arm) for setting, arm in zip(STEP_SETTINGS, row, strict=True)},
+             "the setting's effect": effect(row[1], row[0])}
+            for estimator, row in zip(ESTIMATORS, TWO_BY_TWO, strict=True)]
+    rows.append({"": "the estimator's effect", STEP_SETTINGS[0]: effect(a2chp, a2c),
+                 STEP_SETTINGS[1]: effect(pg1ent, lrvf), "the setting's effect": ""})
+    return markdown_table("Pong's 2×2, not judged: estimator by lr and vf_coef (S from 0 to 7.2M steps; Δ with its 95% "
+                          "interval)", rows, left=(0, 1, 2, 3))
 
 
 def plot_ledger(entries: list[Entry], measured: dict[str, Any], out: str | Path | None = None) -> Figure:

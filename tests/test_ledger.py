@@ -13,6 +13,7 @@ from test_seeds import FINALS, write_breakout_runs, write_runs, write_seed_run
 from allaction import claims
 from allaction.experiment import (
     BREAKOUT,
+    FIVE_SEEDS,
     HOLDS,
     LRVF_PONG,
     NOT_SHOWN,
@@ -22,7 +23,7 @@ from allaction.experiment import (
     Prediction,
 )
 from allaction.games import plot_third_game, third_game_markdown, training_score, training_scores
-from allaction.ledger import DIFFERENCES, Entry, ledger_rows, plot_ledger
+from allaction.ledger import DIFFERENCES, Entry, ledger_rows, plot_ledger, two_by_two_markdown
 from allaction.seeds import difference, gap_share
 from rlhelpers.runner.store import read_runs
 
@@ -169,6 +170,36 @@ def test_the_missing_cell_is_judged_on_its_two_differences_and_its_seeds_above_1
     (tmp_path / "a2c-lrvf_seed-400" / "eval_history.json").unlink()
     waiting = claims.measure(tmp_path, None)
     assert waiting["prediction/19"] is None and "lrvf/verdict/a2c-lrvf/a2c" not in waiting
+
+
+def test_the_2x2_is_read_both_ways_with_each_arm_s_mean_score_and_entropy_floor(tmp_path: Path) -> None:
+    """Pong's 2×2 beside predictions 17-19: the setting's effect on each estimator and the estimator's at each
+    setting, each Δ as a section's differences are measured; a Δ waits until both of its arms have all five seeds."""
+    finals = {**FINALS, "task1-a2chp": [2.0, 0.0, 5.0, 3.0, 1.0], "task1-pg1ent": [15.0, 19.0, 10.0, 12.0, 19.0],
+              "a2c-lrvf": [19.0, 16.0, 19.0, 2.0, 19.0]}
+    write_runs(tmp_path, finals)
+    for seed, entropy in zip(FIVE_SEEDS, (1.2, 0.9, 1.4, 1.1, 1.3), strict=True):  # a2c-lrvf's training entropies
+        lines = [{"global_step": step, "time": 0.0, "losses/entropy": e} for step, e in ((0, 1.79), (10_000, entropy))]
+        (tmp_path / f"a2c-lrvf_seed-{seed}" / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
+    found = claims.measure(tmp_path, None)
+    score = {arm: [(f - 20) / 2 for f in arm_finals] for arm, arm_finals in finals.items()}
+    for x, y in (("a2c-lrvf", "a2c"), ("task1-pg1ent", "task1-a2chp"), ("task1-a2chp", "a2c"),
+                 ("task1-pg1ent", "a2c-lrvf")):
+        expected = difference(score[x], score[y])
+        assert found[f"lrvf/delta/{x}/{y}"] == pytest.approx(expected.delta)
+        assert found[f"lrvf/interval/{x}/{y}"] == pytest.approx((expected.low, expected.high))
+    assert found["lrvf/entropy_floor/a2c-lrvf"] == pytest.approx((0.9, 1.4)) and found["lrvf/entropy_floor/a2c"] is None
+    table = two_by_two_markdown(found).splitlines()
+    lrvf_cell = f"`a2c-lrvf`: S = {np.mean(score['a2c-lrvf']):.1f} (5 seeds), lowest entropy 0.90–1.4"
+    assert table[4].split(" | ")[2] == lrvf_cell  # A2C's estimator at task1's setting
+    expected, fmt = difference(score["a2c-lrvf"], score["a2c"]), claims.SIGNIFICANT
+    assert table[4].split(" | ")[3] == (f"Δ(a2c-lrvf, a2c) = {claims.format_figure(expected.delta, fmt)}, "
+                                        f"{claims.format_figure((expected.low, expected.high), fmt)} |")
+    assert table[6].startswith("| the estimator's effect | Δ(task1-a2chp, a2c) = ")
+    (tmp_path / "a2c-lrvf_seed-400" / "eval_history.json").unlink()
+    waiting = two_by_two_markdown(claims.measure(tmp_path, None)).splitlines()
+    assert "(4 seeds)" in waiting[4] and waiting[4].endswith(" | waiting for its runs |")
+    assert waiting[6].endswith(" | waiting for its runs |  |") and "Δ(task1-a2chp, a2c) = " in waiting[6]
 
 
 def write_spaceinvaders_run(runs_dir: Path, seed: int, scores: dict[int, list[float]], last_step: int) -> None:
