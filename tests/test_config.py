@@ -42,11 +42,13 @@ def test_classic_control_defaults_and_overrides() -> None:
 
 def test_config_round_trip_and_differences() -> None:
     config = TrainConfig(algo="task1", seed=100, total_timesteps=1_000)
-    saved = config.to_dict()
-    assert TrainConfig.from_dict(saved) == config
+    saved = TrainConfig.from_dict(config.to_dict())
+    assert saved == config
     assert config_differences(saved, TrainConfig(algo="task1", seed=100, total_timesteps=5_000)) == []
     assert config_differences(saved, TrainConfig(algo="task1", seed=100, ent_coef=0.01)) == [
         "ent_coef: saved 0.001 != requested 0.01"]
+    assert config_differences(saved, config, precision="bf16") == [
+        "precision: saved 'bf16', while this version trains in fp32 only"]
 
 
 def test_run_names_round_trip() -> None:
@@ -68,10 +70,10 @@ def test_a_variant_sets_its_values_and_names_the_run() -> None:
     assert config.run_name == "task1-pg1_seed-100" and parse_run_name(config.run_name) == ("task1-pg1", 100)
     assert (config.lr, config.pg_coef, config.vf_coef, config.ent_coef) == (1.5e-3, 1.0, 0.5, 0.001)
     plain = TrainConfig(algo="task1", seed=100)
-    assert config_differences(config.to_dict(), plain) == [
+    assert config_differences(config, plain) == [
         "variant: saved 'pg1' != requested ''", "pg_coef: saved 1.0 != requested 0.1"]
     before_variants = {k: v for k, v in plain.to_dict().items() if k != "variant"}  # runs saved before they existed
-    assert config_differences(before_variants, plain) == []
+    assert config_differences(TrainConfig.from_dict(before_variants), plain) == []  # as a record reads it
     refused: list[tuple[dict[str, Any], str]] = [
         ({"variant": "pg2"}, "unknown variant 'pg2': choose one of pg1"),
         ({"variant": "pg1", "pg_coef": 0.5}, "variant pg1 means pg_coef 1, got 0.5"),

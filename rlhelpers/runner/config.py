@@ -191,12 +191,12 @@ def validate(config: TrainConfig) -> TrainConfig:
     return config
 
 
-def config_differences(saved: dict[str, Any], requested: TrainConfig) -> list[str]:
-    """Identity fields on which a saved run's config and the requested one disagree, as ``name: a != b``."""
-    wanted = requested.to_dict()
-    saved = {"variant": "", **dict.fromkeys(GAME_SETTINGS, False), **saved}  # fields older runs lack
-    differences = [f"{name}: saved {saved.get(name)!r} != requested {wanted[name]!r}"
-                   for name in IDENTITY_FIELDS if saved.get(name) != wanted[name]]
-    if saved.get("precision", "fp32") != "fp32":  # earlier versions could train the encoder in bfloat16
-        differences.append(f"precision: saved {saved['precision']!r}, while this version trains in fp32 only")
+def config_differences(saved: TrainConfig, requested: TrainConfig, precision: str = "fp32") -> list[str]:
+    """Identity fields on which a saved run's config and the requested one disagree, as ``name: a != b``, and a saved
+    ``precision`` other than fp32 (earlier versions could train the encoder in bfloat16)."""
+    had, wanted = saved.to_dict(), requested.to_dict()
+    differences = [f"{name}: saved {had[name]!r} != requested {wanted[name]!r}"
+                   for name in IDENTITY_FIELDS if had[name] != wanted[name]]
+    if precision != "fp32":
+        differences.append(f"precision: saved {precision!r}, while this version trains in fp32 only")
     return differences

@@ -306,7 +306,7 @@ def train(config: TrainConfig, show_progress: bool = True) -> RunResult:
     # is written.
     config, device = resolve_config(config)
     run_dir = RunDirectory(Path(config.runs_dir) / config.run_name)
-    check_resumable(run_dir.saved_config(), config, run_dir.path)
+    check_resumable(run_dir.saved_record(), config, run_dir.path)
     run_dir.create()
     lock = RunLock(run_dir.path)
     lock.acquire()

@@ -345,10 +345,13 @@ def load_checkpoint_file(path: Path) -> dict[str, Any]:
     return state
 
 
-def check_resumable(saved: dict[str, Any] | None, config: TrainConfig, where: Path) -> None:
-    """Refuse to resume the run in ``where``, saved with the config ``saved`` (None: nothing saved yet), with
-    another ``config``."""
-    if saved is not None and (differences := config_differences(saved, config)):
+def check_resumable(saved: RunRecord | None, config: TrainConfig, where: Path) -> None:
+    """Refuse to resume the run in ``where``, whose history or checkpoint holds the record ``saved`` (None: nothing
+    saved yet), with another ``config``."""
+    if saved is None:
+        return
+    retired = saved.config_shape.retired if saved.config_shape is not None else {}
+    if differences := config_differences(saved.config, config, retired.get("precision", "fp32")):
         raise RLHelpersError(
             f"run directory {where} holds a run with a different config ({'; '.join(differences)}); "
             "use the saved settings, another --runs-dir, or delete that directory to start over")
@@ -466,11 +469,11 @@ class RunDirectory:
                                  "restore one from a backup or delete the run directory to start over")
         return None
 
-    def saved_config(self) -> dict[str, Any] | None:
-        """The config the run's history was saved with; None for a new run, and for an unreadable history (a copy
-        that Google Drive synced only in part), for ``resume`` checks the newest checkpoint's config under the lock."""
+    def saved_record(self) -> RunRecord | None:
+        """The record of the run's history; None for a new run, and for an unreadable history (a copy that Google
+        Drive synced only in part), for ``resume`` checks the newest checkpoint's config under the lock."""
         with contextlib.suppress(RLHelpersError):
-            return None if (record := self.read_record()) is None else record.saved_config()
+            return self.read_record()
         return None
 
     def resume(self, config: TrainConfig) -> tuple[dict[str, Any] | None, RunRecord | None]:
@@ -492,7 +495,7 @@ class RunDirectory:
             print(f"{exc}; rebuilding it from the checkpoint of step {state['num_timesteps']:,}", file=sys.stderr)
             record = None
         if state is not None:
-            check_resumable(state["config"], config, self.path)
+            check_resumable(RunRecord.from_checkpoint(state, self.path), config, self.path)
             # Checkpoints newer than the one that loads did not load: renamed to <name>.broken, so that their
             # names are written afresh, never over a broken file (on Drive an overwrite may sync late), and the
             # broken files stay for a look.
