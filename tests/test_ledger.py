@@ -245,3 +245,10 @@ def test_the_third_game_s_table_and_figure_show_each_run_s_training_score_beside
     fig = plot_third_game(records, tmp_path / "spaceinvaders.png")
     (ax,) = fig.axes
     assert len(ax.lines) == 2 + 3 and (tmp_path / "spaceinvaders.png").stat().st_size > 0  # 2 curves, 3 bars
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    (caption,) = fig.texts
+    wrapped = caption._get_wrapped_text()  # type: ignore[attr-defined]  # the lines it is drawn in
+    with caption._cm_set(text=wrapped):  # type: ignore[attr-defined]
+        caption_top = caption.get_window_extent(renderer).y1
+    axes_box = ax.get_tightbbox(renderer)
+    assert axes_box is not None and caption_top < axes_box.y0  # below the axes and their step label, not over them
