@@ -19,6 +19,7 @@ every run's snapshots and ``write_analysis`` saves the results.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -68,9 +69,8 @@ def collect_batch(model: ActorCritic, config: TrainConfig, n_rollouts: int, seed
     from rlhelpers.core.trainer import Trainer  # the trainer's own rollout code, so the states are the training ones
 
     # The replay logs nothing (a snapshot's saved mode may be online, which would want a W&B key).
-    replay_config, device = resolve_config(
-        TrainConfig.from_dict({**config.to_dict(), "seed": seed, "device": "cpu", "torch_threads": 0,
-                               "wandb_mode": "disabled"}))
+    replay_config, device = resolve_config(dataclasses.replace(config, seed=seed, device="cpu", torch_threads=0,
+                                                               wandb_mode="disabled"))
     burn_in_rollouts, gap_rollouts = (math.ceil(steps / config.n_steps) for steps in (burn_in_steps, gap_steps))
     obs, actions, returns = [], [], []
     with closing(Trainer(replay_config, device, model=copy.deepcopy(model))) as trainer:

@@ -98,12 +98,11 @@ def measure_arms(runs: dict[str, list[RunRecord]], comparison: Comparison) -> di
     one reading of runs that may be training)."""
     found: dict[str, Any] = {}
     scores: dict[str, list[float]] = {}
+    stop = comparison.stop_return
     for arm, records in runs.items():
         found.update({f"score/{r.name}": seed_score(r, comparison.window) for r in records})
         scores[arm] = [found[f"score/{r.name}"] for r in records if found[f"score/{r.name}"] is not None]
-        stop = comparison.stop_return
-        passes = [step for step in (r.first_step_above(stop) for r in records if stop is not None)
-                  if step is not None]
+        passes = [step for r in records if stop is not None and (step := r.first_step_above(stop)) is not None]
         counts = {f"scored/{arm}": len(scores[arm]), f"passed/{arm}": len(passes), f"pass/{arm}": span(passes),
                   f"training/{arm}": sum(not r.finished() for r in records),
                   f"last/{arm}": float(np.mean([last_evaluation(r).mean for r in records])) if records else None}
@@ -128,10 +127,7 @@ def plot_seeds(runs_dir: str | Path, comparison: Comparison = ABLATION, out: str
     fig = plt.figure(figsize=(max(11.0, 3.6 * n), 7.6))
     rows = fig.add_gridspec(2, 1, height_ratios=(1.1, 1))  # tight_layout fits the rows; the gaps within are fixed
     top, bottom = rows[0].subgridspec(1, n, wspace=0.08), rows[1].subgridspec(1, 2, wspace=0.55)
-    curves = [fig.add_subplot(top[0])]
-    for i in range(1, n):  # the other arms share the first one's axes
-        curves.append(fig.add_subplot(top[i], sharex=curves[0], sharey=curves[0]))
-        curves[-1].tick_params(labelleft=False)
+    curves = top.subplots(sharex=True, sharey=True, squeeze=False)[0]  # the other arms share the first one's axes
     for i, (ax, (arm, records)) in enumerate(zip(curves, runs.items(), strict=True)):  # one arm each
         draw_seeds(ax, records, arm_color(arm), "-", alpha=0.55, cross=(7, 1.5))
         if records:

@@ -44,10 +44,9 @@ def code_of(function: Callable[..., Any]) -> str:
     source = textwrap.dedent(inspect.getsource(function))
     body = ast.parse(source).body[0]
     assert isinstance(body, ast.FunctionDef)  # a function's source
-    first = body.body[0]
-    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value,
-                                                                                                  str)):
+    if ast.get_docstring(body, clean=False) is None:
         return source
+    first = body.body[0]
     lines = source.splitlines(keepends=True)
     assert first.end_lineno is not None  # parsed from source
     return "".join(lines[:first.lineno - 1] + lines[first.end_lineno:])
