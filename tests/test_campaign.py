@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -33,6 +34,7 @@ from rlhelpers.runner.campaign import (
     stop_training,
 )
 from rlhelpers.runner.config import TrainConfig
+from rlhelpers.runner.run import session_provenance
 from rlhelpers.runner.store import (
     CAMPAIGN_LOCK,
     LOCK_FILE,
@@ -89,6 +91,24 @@ def test_status_names_every_state(tmp_path: Path, live_pid: int) -> None:
     table = status_table(tmp_path).splitlines()
     assert [line.split()[0] for line in table[1:]] == ["a2c_seed-0", "a2c_seed-100", "task1_seed-0", "task2_seed-0"]
     assert table[1].split()[:5] == ["a2c_seed-0", "1,000", "3.00", "±", "1.00"]  # the runs present, no others
+
+
+def test_the_rate_after_a_resume_counts_the_new_session_only(tmp_path: Path, live_pid: int) -> None:
+    """Resumed after a pause, a run's steps/s is its new session's: the lines kept from before the pause (up to the
+    checkpoint the session resumed from) do not stretch the window over the hours the run did not train."""
+    paused_at = time.time() - 610  # the first session logged 100 steps/s up to step 20,000, then the run paused
+    session = session_provenance(torch.device("cpu"), 1, 0)
+    sessions = tuple(dataclasses.replace(session, start_step=step, start_time=start)
+                     for step, start in ((0, paused_at - 200), (20_000, paused_at + 600)))
+    builders.write_run(tmp_path / "a2c_seed-0", builders.evaluations([-21.0]), {"total_timesteps": 100_000},
+                       sessions=sessions)
+    lines = [{"global_step": step, "time": paused_at - (20_000 - step) / 100} for step in (10_000, 20_000)]
+    lines.append({"global_step": 30_000, "time": paused_at + 610})  # 10,000 steps in the 10 s since the resume
+    (tmp_path / "a2c_seed-0" / METRICS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    hold_lock(tmp_path / "a2c_seed-0" / LOCK_FILE, live_pid)
+    status = run_status(tmp_path / "a2c_seed-0")
+    assert status.state == "running" and status.steps_per_s == pytest.approx(1_000.0)
+    assert status.eta_s == pytest.approx(70.0)
 
 
 def test_campaign_trains_all_runs_skips_finished_and_waits_for_held_ones(tmp_path: Path, live_pid: int,

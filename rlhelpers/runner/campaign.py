@@ -38,7 +38,7 @@ from rlhelpers.core.errors import RLHelpersError
 from rlhelpers.runner.config import GAME_SETTINGS, TrainConfig, arm_name, format_run_name
 from rlhelpers.runner.run import StopRequest, device_name, progress_bar, resolve_config, say
 from rlhelpers.runner.runlock import RunLock, holder
-from rlhelpers.runner.store import CAMPAIGN_LOCK, TRAIN_LOG, MetricsLine, RunRecord, read_run, run_dirs
+from rlhelpers.runner.store import CAMPAIGN_LOCK, TRAIN_LOG, MetricsLine, Provenance, RunRecord, read_run, run_dirs
 
 RATE_WINDOW_S = 900.0  # status: steps/s over the last 15 minutes of logged metrics
 WAIT_FOR_HOLDER = "waiting until it stops, then training it if it is unfinished"  # said of a run another process trains
@@ -97,12 +97,16 @@ class RunStatus:
     over: bool  # done: its budget spent, or stopped early above its stop return (``RunRecord.finished``)
 
 
-def _recent_rate(metrics: list[MetricsLine]) -> float | None:
-    """Environment steps per second over the last RATE_WINDOW_S of the latest session's metrics."""
-    if len(metrics) < 2:
+def _recent_rate(metrics: list[MetricsLine], session: Provenance | None) -> float | None:
+    """Environment steps per second over the last RATE_WINDOW_S of the latest ``session``: from its start (its step
+    and time) or a later line to its newest line. Lines before it, of an earlier session, do not count: between the
+    two the run did not train."""
+    start = [] if session is None else [MetricsLine(session.start_step, session.start_time, {})]
+    lines = start + [line for line in metrics if session is None or line.global_step > session.start_step]
+    if len(lines) < 2:
         return None
-    first = last = metrics[-1]
-    for line in reversed(metrics[:-1]):
+    first = last = lines[-1]
+    for line in reversed(lines[:-1]):
         if line.global_step >= first.global_step or last.time - line.time > RATE_WINDOW_S:
             break  # a step that goes back is the start of a resumed session
         first = line
@@ -129,7 +133,7 @@ def run_status(run_dir: str | Path, total_timesteps: int | None = None, stop_ret
         state = "paused"
     else:
         state = "not started"
-    rate = _recent_rate(metrics)
+    rate = _recent_rate(metrics, record.sessions[-1] if record.sessions else None)
     eta = max(total - steps, 0) / rate if state == "running" and rate and total is not None else None
     return RunStatus(record, steps, rate, eta, state, over and state != "running")
 
