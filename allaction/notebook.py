@@ -58,7 +58,7 @@ def run_config(algo: str, experiment: Experiment | None, **options: Any) -> Trai
 def committed_root(repo_url: str) -> Path:
     """The folder holding the committed ``runs/`` and ``figures/`` that the written analysis is about: the working
     directory in a clone of the repository. Without one (Colab installs the package, not the repository), a
-    shallow, sparse, blob-less fetch of just those two folders from ``repo_url`` (about 15 MB: histories, metrics
+    shallow, sparse, blob-less fetch of just those two folders from ``repo_url`` (about 21 MB: histories, metrics
     and figures, no policies or checkpoints) into ``COMMITTED_FOLDER``, made once per machine. A ``repo_url`` that
     ends in ``@<commit>`` (or a branch or tag), as pip takes it, fetches that commit's."""
     root = Path(COMMITTED_FOLDER)
