@@ -72,7 +72,7 @@ def plot_third_game(records: Sequence[RunRecord], out: str | Path | None = None)
     label_steps(ax)
     ax.set_ylabel("game score")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="lower right")
     ax.set_title("SpaceInvadersNoFrameskip-v4: A2C, whole games in true points", fontsize=10)
     save_figure(fig, out, bottom=0.09, caption="Evaluation: the mean of 30 complete games with the stochastic policy. "
                 "reward_mean_100: each training env's mean over its last 100 complete games, averaged over the envs.")
