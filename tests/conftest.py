@@ -1,9 +1,10 @@
-"""Shared test set-up: one torch thread per test process, and W&B never reaches a server and writes
-into a temporary directory."""
+"""Shared test set-up: one torch thread per test process, W&B never reaches a server and writes into a temporary
+directory, and the figures a test draws are closed after it."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
 # The tests run in one pytest-xdist worker per core. With torch's default of one thread per core in each
@@ -39,3 +40,11 @@ def wandb_sandbox(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     yield
     if HAVE_WANDB:
         wandb.teardown()
+
+
+@pytest.fixture(autouse=True)
+def close_figures() -> Iterator[None]:
+    """Close every figure a test drew: pyplot holds each one (and its memory) until it is closed."""
+    yield
+    if "matplotlib.pyplot" in sys.modules:  # only where the test drew with it
+        sys.modules["matplotlib.pyplot"].close("all")
