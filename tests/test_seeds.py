@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import builders
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.colors import to_hex
@@ -345,4 +344,3 @@ def test_the_hub_arm_s_pong_figure_has_a_panel_for_each_of_its_four_arms(tmp_pat
         "(e) each seed's score S (labelled by seed) and the arm's mean", "(f) the predictions"]
     assert [t.get_text() for t in fig.axes[5].get_yticklabels()] == [
         "Δ(task1-pg1ent, task1-a2chp)", "Δ(task1-pg1, task1-pg1ent)", "Δ(task1-pg1ent, task1)"]
-    plt.close(fig)
